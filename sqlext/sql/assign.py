@@ -1,0 +1,111 @@
+"""Store assignment: which value types may be written into a column, with Spark's ANSI policy
+(numbers between numeric types, anything atomic into strings, dates and timestamps between each other;
+no strings into numbers, no numbers into booleans)."""
+from __future__ import annotations
+
+from sqlglot import exp
+from pyspark.sql.types import (
+    ArrayType,
+    AtomicType,
+    BinaryType,
+    BooleanType,
+    DataType,
+    DateType,
+    MapType,
+    NullType,
+    NumericType,
+    StringType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
+
+_TIMES = (DateType, TimestampType, TimestampNTZType)
+
+
+def assignable(src: DataType, dst: DataType) -> bool:
+    if isinstance(src, NullType) or src == dst:
+        return True
+    if isinstance(dst, StringType):
+        return isinstance(src, (AtomicType, StringType)) and not isinstance(src, BinaryType)
+    if isinstance(src, NumericType) and isinstance(dst, NumericType):
+        return True
+    if isinstance(src, _TIMES) and isinstance(dst, _TIMES):
+        return True
+    if isinstance(src, BooleanType) or isinstance(dst, BooleanType):
+        return False
+    if isinstance(src, ArrayType) and isinstance(dst, ArrayType):
+        return assignable(src.elementType, dst.elementType)
+    if isinstance(src, MapType) and isinstance(dst, MapType):
+        return assignable(src.keyType, dst.keyType) and assignable(src.valueType, dst.valueType)
+    if isinstance(src, StructType) and isinstance(dst, StructType):
+        return len(src.fields) == len(dst.fields) and all(
+            assignable(a.dataType, b.dataType) for a, b in zip(src.fields, dst.fields))
+    return False
+
+
+# -- checking expressions against a frame --------------------------------------------------------
+def expression_types(ctx, frame, items: list[tuple[str, object]]) -> list[DataType]:
+    """Spark's analyzed type of each (sql, node) over `frame`, in one analysis; on failure the offending
+    expression is found and reported at its position."""
+    from pyspark.sql import functions as F
+
+    if not items:
+        return []
+    try:
+        schema = frame.select(*[F.expr(sql).alias(f"e{i}") for i, (sql, _) in enumerate(items)]).schema
+        return [f.dataType for f in schema.fields]
+    except Exception:
+        for sql, node in items:
+            try:
+                frame.select(F.expr(sql)).schema
+            except Exception as exc:
+                raise ctx.error(f"cannot evaluate '{sql}': {spark_message(exc)}", node) from exc
+        raise
+
+
+def check_boolean(ctx, dtype: DataType, node, what: str) -> None:
+    if not isinstance(dtype, (BooleanType, NullType)):
+        raise ctx.error(f"{what} must be a boolean expression, not {dtype.simpleString()}: "
+                        f"'{node.sql(dialect='spark')}'", node)
+
+
+def check_assignment(ctx, src: DataType, column: str, dst: DataType, node, table: str) -> None:
+    if not assignable(src, dst):
+        raise ctx.error(f"cannot write a {src.simpleString()} value into column '{column}' "
+                        f"{dst.simpleString()} of {table}: '{node.sql(dialect='spark')}'", node,
+                        table=table, column=column)
+
+
+def spark_message(exc: Exception) -> str:
+    """The gist of a Spark error: its first line, without the plan dump; for a failure inside a Python
+    worker, the exception line at the end of the worker's traceback."""
+    import re
+
+    text = str(exc)
+    if "Traceback (most recent call last)" in text:
+        lines = [m.group(0) for m in re.finditer(r"(?m)^[A-Za-z_][\w.]*(?:Error|Exception|Invalid|Exit)\b: .*$", text)]
+        if lines:
+            return lines[-1].strip()
+    text = text.strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def parse_assignments(ctx, pairs, t_alias: str, table) -> dict:
+    """`col = value` pairs -> {target column (table spelling): value}; LHS may be qualified by the target alias."""
+    out: dict[str, exp.Expression] = {}
+    for pair in pairs:
+        if not isinstance(pair, exp.EQ) or not isinstance(pair.this, exp.Column):
+            raise ctx.error(f"expected column = value, got '{pair.sql(dialect='spark')}'", pair)
+        target = pair.this
+        if target.table and target.table.lower() != t_alias.lower():
+            raise ctx.error(f"'{target.sql(dialect='spark')}': assignments set columns of the target {t_alias}",
+                            target, column=target.name)
+        f = table.field(target.name)
+        if f is None:
+            raise ctx.error(f"column '{target.name}' does not exist in {table.name} (columns: "
+                            f"{', '.join(table.columns)})", target, table=table.name, column=target.name)
+        if f.name in out:
+            raise ctx.error(f"column '{f.name}' is assigned twice", target, column=f.name)
+        out[f.name] = pair.expression
+    return out

@@ -1,0 +1,118 @@
+"""A resolved Hudi table as the planners see it: keys, partition fields, visible columns, snapshot reads and
+the write options every SQL write starts from."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema
+from pyspark.sql.types import StructField, StructType
+
+from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.keygen import KeyGenerator, create_key_generator
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.read import read_table
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.schema_resolver import table_data_schema
+from sqlext.sql.resolver import HudiTableRef
+from sqlext.sql.storage_bridge import hidden_columns
+
+log = logging.getLogger(__name__)
+
+PartitionFilter = Callable[[dict[str, str]], bool]
+
+
+@dataclass
+class HudiTable:
+    ref: HudiTableRef
+    meta: HoodieTableMetaClient
+    schema: StructType                      # visible data columns, table order (no meta columns)
+    hidden: list[str] = field(default_factory=list)
+
+    @classmethod
+    def load(cls, ref: HudiTableRef) -> "HudiTable":
+        meta = HoodieTableMetaClient.load(ref.path)
+        arrow = table_data_schema(meta)
+        if arrow is None:
+            raise ValueError(f"table {ref.qualified_name} has no schema (no create schema and no commit)")
+        full = from_arrow_schema(arrow, prefer_timestamp_ntz=False)
+        hidden = hidden_columns(meta, full.names)
+        visible = StructType([f for f in full.fields if f.name not in hidden])
+        return cls(ref, meta, visible, hidden)
+
+    # -- shape -----------------------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.ref.qualified_name
+
+    @property
+    def columns(self) -> list[str]:
+        return self.schema.names
+
+    def field(self, name: str) -> StructField | None:
+        lower = name.lower()
+        return next((f for f in self.schema.fields if f.name.lower() == lower), None)
+
+    @property
+    def record_keys(self) -> list[str]:
+        return self.meta.table_config.record_key_fields
+
+    @property
+    def partition_fields(self) -> list[str]:
+        return [p.partition(":")[0] for p in self.meta.table_config.partition_fields]
+
+    @property
+    def precombine(self) -> str | None:
+        return self.meta.table_config.precombine_field
+
+    # -- reads -----------------------------------------------------------------------------------
+    def snapshot(self, spark: SparkSession, options: dict[str, str] | None = None,
+                 partition_filter: PartitionFilter | None = None) -> DataFrame:
+        """Meta columns, then the visible data columns (hidden engine columns dropped)."""
+        df = read_table(spark, self.ref.path, options, partition_filter)
+        return df.drop(*self.hidden) if self.hidden else df
+
+    # -- writes ----------------------------------------------------------------------------------
+    def write_options(self, spark: SparkSession, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """Table properties, then `SET hoodie.*` session values, then the statement's own options."""
+        opts = {k: v for k, v in self.meta.table_config.props.items() if k.startswith("hoodie.")}
+        opts.update(session_hoodie_conf(spark))
+        opts.update(extra or {})
+        return opts
+
+    def keygen(self, options: dict[str, str]) -> KeyGenerator:
+        cfg = self.meta.table_config
+        return create_key_generator(HoodieConfig.of(options), cfg.record_key_fields, cfg.partition_fields,
+                                    cfg.keygen_class, cfg.hive_style_partitioning, cfg.url_encode_partitioning)
+
+    def is_global_index(self, options: dict[str, str]) -> bool:
+        """Whether a record is identified by its key alone (as the write client's dedup decides)."""
+        index = (HoodieConfig.of(options).get(WK.INDEX_TYPE) or "").upper()
+        return index.startswith("GLOBAL") or not self.partition_fields
+
+    def identity(self, options: dict[str, str]) -> Column:
+        """A record's identity for new data (columns by name): record key [+ partition path]."""
+        kg = self.keygen(options)
+        if self.is_global_index(options):
+            return kg.record_key()
+        return F.concat_ws("\u0001", kg.record_key(), kg.partition_path())
+
+    def stored_identity(self, options: dict[str, str], qualifier: str | None = None) -> Column:
+        """The same identity for stored rows, from their meta columns."""
+        q = f"`{qualifier}`." if qualifier else ""
+        key = F.col(f"{q}`{RECORD_KEY}`")
+        if self.is_global_index(options):
+            return key
+        return F.concat_ws("\u0001", key, F.col(f"{q}`{PARTITION_PATH}`"))
+
+
+def session_hoodie_conf(spark: SparkSession) -> dict[str, str]:
+    try:
+        values = spark.conf.getAll
+        values = values() if callable(values) else values
+    except Exception:  # older/connect sessions: no getAll
+        return {}
+    return {k: v for k, v in dict(values).items() if k.startswith("hoodie.")}

@@ -1,0 +1,175 @@
+"""Typed configuration: every `hoodie.*` key this engine understands, with Apache Hudi's default and a parser.
+
+One place for keys and defaults, as hudi-rs does with its config enums, so option handling is never
+re-implemented ad hoc. `HoodieConfig` wraps user options (strings, as Spark passes them) and answers
+typed values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
+
+T = TypeVar("T")
+
+
+def parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes"):
+        return True
+    if text in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def parse_list(value: Any) -> list[str]:
+    if isinstance(value, (list, tuple)):
+        return [str(v).strip() for v in value if str(v).strip()]
+    return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+@dataclass(frozen=True)
+class ConfigProperty(Generic[T]):
+    key: str
+    default: T | None
+    parser: Callable[[Any], T] = str  # type: ignore[assignment]
+    alternatives: tuple[str, ...] = ()
+    doc: str = ""
+
+    def keys(self) -> tuple[str, ...]:
+        return (self.key, *self.alternatives)
+
+
+def _prop(key: str, default: Any, parser: Callable[[Any], Any] = str, *alternatives: str, doc: str = "") -> ConfigProperty:
+    return ConfigProperty(key, default, parser, tuple(alternatives), doc)
+
+
+class TableConfigKeys:
+    """Keys of `.hoodie/hoodie.properties`."""
+
+    NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
+    TYPE = _prop("hoodie.table.type", "COPY_ON_WRITE", str)
+    VERSION = _prop("hoodie.table.version", 6, int)
+    INITIAL_VERSION = _prop("hoodie.table.initial.version", None, int)
+    TIMELINE_LAYOUT_VERSION = _prop("hoodie.timeline.layout.version", 1, int)
+    TIMELINE_PATH = _prop("hoodie.timeline.path", "timeline", str)
+    TIMELINE_HISTORY_PATH = _prop("hoodie.timeline.history.path", "history", str)
+    ARCHIVELOG_FOLDER = _prop("hoodie.archivelog.folder", "archived", str)
+    RECORDKEY_FIELDS = _prop("hoodie.table.recordkey.fields", None, parse_list)
+    PRECOMBINE_FIELD = _prop("hoodie.table.precombine.field", None, str, "hoodie.table.ordering.fields")
+    PARTITION_FIELDS = _prop("hoodie.table.partition.fields", None, parse_list)
+    KEYGEN_CLASS = _prop("hoodie.table.keygenerator.class", None, str)
+    KEYGEN_TYPE = _prop("hoodie.table.keygenerator.type", None, str)
+    HIVE_STYLE_PARTITIONING = _prop("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
+    URL_ENCODE_PARTITIONING = _prop("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool)
+    DROP_PARTITION_COLUMNS = _prop("hoodie.datasource.write.drop.partition.columns", False, parse_bool)
+    POPULATE_META_FIELDS = _prop("hoodie.populate.meta.fields", True, parse_bool)
+    DATABASE_NAME = _prop("hoodie.database.name", "default", str)
+    CREATE_SCHEMA = _prop("hoodie.table.create.schema", None, str)
+    CHECKSUM = _prop("hoodie.table.checksum", None, int)
+    PAYLOAD_CLASS = _prop("hoodie.compaction.payload.class", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload", str)
+    RECORD_MERGE_MODE = _prop("hoodie.record.merge.mode", None, str)
+    TIMELINE_TIMEZONE = _prop("hoodie.table.timeline.timezone", "UTC", str)
+    BASE_FILE_FORMAT = _prop("hoodie.table.base.file.format", "PARQUET", str)
+
+
+class WriteConfigKeys:
+    """Writer options (Spark datasource names, as Apache Hudi spells them)."""
+
+    TABLE_NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
+    OPERATION = _prop("hoodie.datasource.write.operation", "upsert", str)
+    TABLE_TYPE = _prop("hoodie.datasource.write.table.type", "COPY_ON_WRITE", str)
+    RECORDKEY_FIELD = _prop("hoodie.datasource.write.recordkey.field", None, parse_list)
+    PRECOMBINE_FIELD = _prop("hoodie.datasource.write.precombine.field", None, str, "hoodie.table.ordering.fields")
+    PARTITIONPATH_FIELD = _prop("hoodie.datasource.write.partitionpath.field", None, parse_list)
+    KEYGENERATOR_CLASS = _prop("hoodie.datasource.write.keygenerator.class", None, str)
+    KEYGENERATOR_TYPE = _prop("hoodie.datasource.write.keygenerator.type", None, str)
+    HIVE_STYLE_PARTITIONING = _prop("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
+    URL_ENCODE_PARTITIONING = _prop("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool)
+    PAYLOAD_CLASS = _prop("hoodie.datasource.write.payload.class", None, str, "hoodie.compaction.payload.class")
+    COMBINE_BEFORE_UPSERT = _prop("hoodie.combine.before.upsert", True, parse_bool)
+    COMBINE_BEFORE_INSERT = _prop("hoodie.combine.before.insert", False, parse_bool)
+    COMBINE_BEFORE_DELETE = _prop("hoodie.combine.before.delete", True, parse_bool)
+    INDEX_TYPE = _prop("hoodie.index.type", "SIMPLE", str)
+    SIMPLE_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.simple.index.update.partition.path", True, parse_bool)
+    PARQUET_SMALL_FILE_LIMIT = _prop("hoodie.parquet.small.file.limit", 104857600, int)
+    PARQUET_MAX_FILE_SIZE = _prop("hoodie.parquet.max.file.size", 125829120, int)
+    PARQUET_COMPRESSION_CODEC = _prop("hoodie.parquet.compression.codec", "snappy", str)
+    PARQUET_BLOCK_SIZE = _prop("hoodie.parquet.block.size", 125829120, int)
+    RECORD_SIZE_ESTIMATION_THRESHOLD = _prop("hoodie.record.size.estimation.threshold", 1.0, float)
+    COPY_ON_WRITE_RECORD_SIZE_ESTIMATE = _prop("hoodie.copyonwrite.record.size.estimate", 1024, int)
+    COPY_ON_WRITE_INSERT_SPLIT_SIZE = _prop("hoodie.copyonwrite.insert.split.size", 500000, int)
+    COPY_ON_WRITE_INSERT_AUTO_SPLIT = _prop("hoodie.copyonwrite.insert.auto.split", True, parse_bool)
+    BLOOM_FILTER_TYPE = _prop("hoodie.bloom.index.filter.type", "DYNAMIC_V0", str)
+    BLOOM_NUM_ENTRIES = _prop("hoodie.index.bloom.num_entries", 60000, int)
+    BLOOM_FPP = _prop("hoodie.index.bloom.fpp", 1e-9, float)
+    BLOOM_DYNAMIC_MAX_ENTRIES = _prop("hoodie.bloom.index.filter.dynamic.max.entries", 100000, int)
+    POPULATE_META_FIELDS = _prop("hoodie.populate.meta.fields", True, parse_bool)
+    TIMELINE_TIMEZONE = _prop("hoodie.table.timeline.timezone", "UTC", str)
+    DATABASE_NAME = _prop("hoodie.database.name", "default", str)
+    SCHEMA_ALLOW_AUTO_EVOLUTION_COLUMN_DROP = _prop("hoodie.datasource.write.schema.allow.auto.evolution.column.drop", False, parse_bool)
+    BULKINSERT_SORT_MODE = _prop("hoodie.bulkinsert.sort.mode", "NONE", str)
+    UPSERT_SHUFFLE_PARALLELISM = _prop("hoodie.upsert.shuffle.parallelism", 0, int)
+    ROLLBACK_USING_MARKERS = _prop("hoodie.rollback.using.markers", True, parse_bool)
+    WRITE_CONCURRENCY_MODE = _prop("hoodie.write.concurrency.mode", "SINGLE_WRITER", str)
+
+
+class ReadConfigKeys:
+    QUERY_TYPE = _prop("hoodie.datasource.query.type", "snapshot", str)
+    AS_OF_INSTANT = _prop("as.of.instant", None, str, "hoodie.datasource.read.as.of.instant")
+    BEGIN_INSTANTTIME = _prop("hoodie.datasource.read.begin.instanttime", None, str)
+    END_INSTANTTIME = _prop("hoodie.datasource.read.end.instanttime", None, str)
+    INCR_FALLBACK_FULLSCAN = _prop("hoodie.datasource.read.incr.fallback.fulltablescan.enable", False, parse_bool)
+
+
+@dataclass
+class HoodieConfig:
+    """User options as given (string to string), answering typed values for `ConfigProperty` keys."""
+
+    props: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, *sources: Mapping[str, Any] | None) -> "HoodieConfig":
+        merged: dict[str, str] = {}
+        for source in sources:
+            for key, value in (source or {}).items():
+                if value is not None:
+                    merged[str(key)] = value if isinstance(value, str) else _to_text(value)
+        return cls(merged)
+
+    def contains(self, prop: ConfigProperty) -> bool:
+        return any(k in self.props for k in prop.keys())
+
+    def raw(self, prop: ConfigProperty) -> str | None:
+        for key in prop.keys():
+            if key in self.props:
+                return self.props[key]
+        return None
+
+    def get(self, prop: ConfigProperty[T]) -> T | None:
+        raw = self.raw(prop)
+        if raw is None or (raw == "" and prop.parser is not str):
+            return prop.default
+        try:
+            return prop.parser(raw)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"invalid value {raw!r} for option {prop.key}: {exc}") from None
+
+    def get_or(self, prop: ConfigProperty[T], fallback: T) -> T:
+        value = self.get(prop)
+        return fallback if value is None else value
+
+    def with_values(self, values: Mapping[str, Any]) -> "HoodieConfig":
+        return HoodieConfig.of(self.props, values)
+
+    def items(self) -> Iterable[tuple[str, str]]:
+        return self.props.items()
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)

@@ -1,0 +1,1 @@
+"""Storage access: the file system under a table, and parquet base files."""

@@ -1,0 +1,163 @@
+"""Record keys and partition paths (spec §7), computed by Spark natively, never row by row in Python.
+
+Types follow Apache Hudi: SIMPLE (one key field, one partition field), COMPLEX (`f1:v1,f2:v2` keys,
+several partition fields), NON_PARTITION, TIMESTAMP (partition path formatted from a time field).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyspark.sql import Column
+from pyspark.sql import functions as F
+
+from storage.config import HoodieConfig, parse_list
+
+HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+NULL_RECORDKEY_PLACEHOLDER = "__null__"
+EMPTY_RECORDKEY_PLACEHOLDER = "__empty__"
+
+_CLASS_TO_TYPE = {
+    "SimpleKeyGenerator": "SIMPLE",
+    "SimpleAvroKeyGenerator": "SIMPLE",
+    "ComplexKeyGenerator": "COMPLEX",
+    "ComplexAvroKeyGenerator": "COMPLEX",
+    "NonpartitionedKeyGenerator": "NON_PARTITION",
+    "NonpartitionedAvroKeyGenerator": "NON_PARTITION",
+    "GlobalDeleteKeyGenerator": "NON_PARTITION",
+    "TimestampBasedKeyGenerator": "TIMESTAMP",
+    "TimestampBasedAvroKeyGenerator": "TIMESTAMP",
+    "CustomKeyGenerator": "CUSTOM",
+    "CustomAvroKeyGenerator": "CUSTOM",
+}
+
+
+class HoodieKeyException(ValueError):
+    """A record key or partition path cannot be produced (missing field, null or empty key)."""
+
+
+def resolve_keygen_type(class_or_type: str | None, record_keys: list[str], partition_fields: list[str]) -> str:
+    """The key generator type for a Hudi class name or type name, or the default for the fields given."""
+    if class_or_type:
+        simple = class_or_type.rsplit(".", 1)[-1]
+        if simple in _CLASS_TO_TYPE:
+            return _CLASS_TO_TYPE[simple]
+        if simple.upper() in set(_CLASS_TO_TYPE.values()):
+            return simple.upper()
+        raise HoodieKeyException(f"unsupported key generator {class_or_type!r}; supported: {sorted(set(_CLASS_TO_TYPE))}")
+    if not partition_fields:
+        return "NON_PARTITION"
+    if len(record_keys) > 1 or len(partition_fields) > 1:
+        return "COMPLEX"
+    return "SIMPLE"
+
+
+@dataclass
+class KeyGenerator:
+    keygen_type: str
+    record_key_fields: list[str]
+    partition_fields: list[str]
+    hive_style: bool = False
+    url_encode: bool = False
+    timestamp_options: dict[str, str] = field(default_factory=dict)
+
+    # -- record key ------------------------------------------------------------------------------
+    def record_key(self) -> Column:
+        """`_hoodie_record_key`; fails the Spark job with a message naming the field for a null/empty key."""
+        if not self.record_key_fields:
+            raise HoodieKeyException("no record key field configured (hoodie.datasource.write.recordkey.field)")
+        if len(self.record_key_fields) == 1 and self.keygen_type != "COMPLEX":
+            name = self.record_key_fields[0]
+            value = _as_string(name)
+            return F.when(value.isNull() | (value == ""), F.raise_error(
+                F.lit(f"HoodieKeyException: record key field '{name}' cannot be null or empty"))).otherwise(value)
+        parts = []
+        for name in self.record_key_fields:
+            value = _as_string(name)
+            encoded = F.when(value.isNull(), F.lit(NULL_RECORDKEY_PLACEHOLDER)).when(
+                value == "", F.lit(EMPTY_RECORDKEY_PLACEHOLDER)).otherwise(value)
+            parts.append(F.concat(F.lit(f"{name}:"), encoded))
+        all_null = None
+        for name in self.record_key_fields:
+            cond = _as_string(name).isNull() | (_as_string(name) == "")
+            all_null = cond if all_null is None else (all_null & cond)
+        joined = F.concat_ws(",", *parts)
+        return F.when(all_null, F.raise_error(F.lit(
+            f"HoodieKeyException: all record key fields {self.record_key_fields} are null or empty"))).otherwise(joined)
+
+    # -- partition path --------------------------------------------------------------------------
+    def partition_path(self) -> Column:
+        if self.keygen_type == "NON_PARTITION" or not self.partition_fields:
+            return F.lit("")
+        if self.keygen_type == "TIMESTAMP":
+            return self._segment(self.partition_fields[0], self._timestamp_value(self.partition_fields[0]))
+        if self.keygen_type == "CUSTOM":
+            return F.concat_ws("/", *[self._custom_segment(spec) for spec in self.partition_fields])
+        return F.concat_ws("/", *[self._segment(name, _as_string(name)) for name in self.partition_fields])
+
+    def _custom_segment(self, spec: str) -> Column:
+        name, _, kind = spec.partition(":")
+        if kind.lower() == "timestamp":
+            return self._segment(name, self._timestamp_value(name))
+        return self._segment(name, _as_string(name))
+
+    def _segment(self, name: str, value: Column) -> Column:
+        value = F.when(value.isNull() | (value == ""), F.lit(HIVE_DEFAULT_PARTITION)).otherwise(value)
+        if self.url_encode:
+            value = F.url_encode(value)
+        return F.concat(F.lit(f"{name}="), value) if self.hive_style else value
+
+    def _timestamp_value(self, name: str) -> Column:
+        opts = self.timestamp_options
+        ts_type = opts.get("hoodie.keygen.timebased.timestamp.type", "UNIX_TIMESTAMP").upper()
+        out_fmt = opts.get("hoodie.keygen.timebased.output.dateformat", "yyyy-MM-dd")
+        col = F.col(_quote(name))
+        if ts_type in ("UNIX_TIMESTAMP", "SCALAR"):
+            moment = F.timestamp_seconds(col.cast("long"))
+        elif ts_type == "EPOCHMILLISECONDS":
+            moment = F.timestamp_millis(col.cast("long"))
+        elif ts_type == "EPOCHMICROSECONDS":
+            moment = F.timestamp_micros(col.cast("long"))
+        elif ts_type == "DATE_STRING":
+            in_fmt = opts.get("hoodie.keygen.timebased.input.dateformat", "yyyy-MM-dd")
+            moment = F.to_timestamp(col.cast("string"), in_fmt)
+        else:
+            raise HoodieKeyException(f"unsupported hoodie.keygen.timebased.timestamp.type {ts_type!r}")
+        tz = opts.get("hoodie.keygen.timebased.timezone") or opts.get("hoodie.keygen.timebased.output.timezone") or "UTC"
+        return F.date_format(F.from_utc_timestamp(moment, tz) if tz.upper() != "UTC" else moment, out_fmt)
+
+    def required_fields(self) -> list[str]:
+        parts = [spec.partition(":")[0] for spec in self.partition_fields] if self.keygen_type != "NON_PARTITION" else []
+        return list(dict.fromkeys(self.record_key_fields + parts))
+
+
+def _quote(name: str) -> str:
+    return ".".join(f"`{p}`" for p in name.split("."))
+
+
+def _as_string(name: str) -> Column:
+    return F.col(_quote(name)).cast("string")
+
+
+def create_key_generator(config: HoodieConfig, record_keys: list[str], partition_fields: list[str],
+                         keygen_class: str | None, hive_style: bool, url_encode: bool) -> KeyGenerator:
+    keygen_type = resolve_keygen_type(keygen_class, record_keys, partition_fields)
+    ts_opts = {k: v for k, v in config.items() if k.startswith("hoodie.keygen.")}
+    parts = [] if keygen_type == "NON_PARTITION" else partition_fields
+    return KeyGenerator(keygen_type, record_keys, parts, hive_style, url_encode, ts_opts)
+
+
+def partition_values_from_path(partition_path: str, fields: list[str], hive_style: bool) -> dict[str, str]:
+    """Partition field values encoded in a partition path (used for partition pruning)."""
+    if not fields or not partition_path:
+        return {}
+    segments = partition_path.split("/")
+    values = {}
+    for name, seg in zip(fields, segments):
+        if hive_style and "=" in seg:
+            seg = seg.split("=", 1)[1]
+        values[name.partition(":")[0]] = seg
+    return values
+
+
+__all__ = ["KeyGenerator", "HoodieKeyException", "create_key_generator", "resolve_keygen_type", "parse_list",
+           "partition_values_from_path"]

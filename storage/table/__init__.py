@@ -1,0 +1,1 @@
+"""The table: its configuration (`hoodie.properties`), meta client and file-system view."""

@@ -1,0 +1,156 @@
+"""The file-system view: file groups and their slices as of a completed instant.
+
+Only files written by completed commits are visible; file groups replaced by a completed replacecommit
+are hidden. In table v8 a log file names the deltacommit that created it, and belongs to the slice with
+the greatest base instant at or before that commit's completion.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from storage.fs_utils import META_FOLDER, PARTITION_METAFILE, parse_base_file_name, parse_log_file_name, relative_partition_path
+from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroup, HoodieFileGroupId, HoodieLogFile
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.instant import Action, HoodieInstant
+
+
+@dataclass
+class _Listing:
+    partitions: set[str] = field(default_factory=set)
+    base_files: list[HoodieBaseFile] = field(default_factory=list)
+    log_files: list[tuple[str, HoodieLogFile]] = field(default_factory=list)
+
+
+def list_table_files(base_path: str, partitions: list[str] | None = None) -> _Listing:
+    """One walk of the table's partition directories (`.hoodie` and hidden directories skipped)."""
+    listing = _Listing()
+    roots = [base_path] if partitions is None else [f"{base_path}/{p}" if p else base_path for p in partitions]
+    for root in roots:
+        walk = os.walk(root) if partitions is None else [_one_level(root)]
+        for directory, dirnames, filenames in walk:
+            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != META_FOLDER]
+            partition = relative_partition_path(base_path, directory)
+            _collect(listing, directory, partition, filenames)
+    return listing
+
+
+def _one_level(directory: str) -> tuple[str, list[str], list[str]]:
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return directory, [], []
+    return directory, [], [n for n in names if os.path.isfile(f"{directory}/{n}")]
+
+
+def _collect(listing: _Listing, directory: str, partition: str, filenames: list[str]) -> None:
+    for name in filenames:
+        if name == PARTITION_METAFILE or name.startswith(PARTITION_METAFILE):
+            listing.partitions.add(partition)
+            continue
+        path = f"{directory}/{name}"
+        if name.startswith("."):
+            if parse_log_file_name(name):
+                listing.log_files.append((partition, HoodieLogFile.of(path, _size(path))))
+                listing.partitions.add(partition)
+            continue
+        if parse_base_file_name(name):
+            listing.base_files.append(HoodieBaseFile.of(path, _size(path)))
+            listing.partitions.add(partition)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError:
+        return 0
+
+
+class FileSystemView:
+    """File groups of a table as of `as_of` (an instant time; None = the latest completed instant)."""
+
+    def __init__(self, meta_client: HoodieTableMetaClient, as_of: str | None = None, partitions: list[str] | None = None,
+                 include_pending_compaction: bool = True):
+        self.meta_client = meta_client
+        self.as_of = as_of
+        self.is_v8 = meta_client.table_config.timeline_layout_version >= 2
+        completed = meta_client.timeline.completed().write_timeline()
+        self.visible: dict[str, HoodieInstant] = {
+            i.timestamp: i for i in completed if as_of is None or self._point(i) <= as_of
+        }
+        self.pending_compactions = {
+            i.timestamp for i in meta_client.timeline.pending().of_actions([Action.COMPACTION])
+        } if include_pending_compaction else set()
+        self.replaced = self._replaced_file_groups()
+        listing = list_table_files(meta_client.base_path, partitions)
+        self._partitions = sorted(listing.partitions)
+        self._groups = self._build_groups(listing)
+
+    def _point(self, instant: HoodieInstant) -> str:
+        return instant.completion_time if self.is_v8 and instant.completion_time else instant.timestamp
+
+    def _replaced_file_groups(self) -> set[HoodieFileGroupId]:
+        replaced: set[HoodieFileGroupId] = set()
+        for instant in self.visible.values():
+            if instant.action == Action.REPLACE_COMMIT:
+                meta = self.meta_client.active_timeline.commit_metadata(instant)
+                replaced |= {HoodieFileGroupId(p, f) for p, f in meta.replaced_file_ids()}
+        return replaced
+
+    def _build_groups(self, listing: _Listing) -> dict[HoodieFileGroupId, HoodieFileGroup]:
+        groups: dict[HoodieFileGroupId, HoodieFileGroup] = {}
+        for bf in listing.base_files:
+            if bf.instant_time not in self.visible:
+                continue  # written by an instant that is not completed (or after as_of)
+            partition = relative_partition_path(self.meta_client.base_path, bf.path.rsplit("/", 1)[0])
+            fg_id = HoodieFileGroupId(partition, bf.file_id)
+            groups.setdefault(fg_id, HoodieFileGroup(fg_id)).slice_at(bf.instant_time).base_file = bf
+        for partition, lf in listing.log_files:
+            base_instant = self._log_base_instant(lf, groups.get(HoodieFileGroupId(partition, lf.file_id)))
+            if base_instant is None:
+                continue
+            fg_id = HoodieFileGroupId(partition, lf.file_id)
+            groups.setdefault(fg_id, HoodieFileGroup(fg_id)).slice_at(base_instant).log_files.append(lf)
+        for fg_id in list(groups):
+            if fg_id in self.replaced:
+                del groups[fg_id]
+        return groups
+
+    def _log_base_instant(self, lf: HoodieLogFile, group: HoodieFileGroup | None) -> str | None:
+        if not self.is_v8:
+            ts = lf.instant_time
+            if ts in self.visible or ts in self.pending_compactions:
+                return ts
+            return None
+        creator = self.visible.get(lf.instant_time)
+        if creator is None:
+            return None
+        point = self._point(creator)
+        bases = [k for k, s in (group.slices.items() if group else []) if s.base_file and self._base_point(k) <= point]
+        return max(bases) if bases else lf.instant_time
+
+    def _base_point(self, base_instant: str) -> str:
+        inst = self.visible.get(base_instant)
+        return self._point(inst) if inst else base_instant
+
+    # -- queries ---------------------------------------------------------------------------------
+    def partitions(self) -> list[str]:
+        return list(self._partitions)
+
+    def file_groups(self, partition: str | None = None) -> list[HoodieFileGroup]:
+        return [g for k, g in sorted(self._groups.items()) if partition is None or k.partition_path == partition]
+
+    def latest_file_slices(self, partitions: list[str] | None = None) -> list[FileSlice]:
+        wanted = None if partitions is None else set(partitions)
+        out = []
+        for fg_id, group in sorted(self._groups.items()):
+            if wanted is not None and fg_id.partition_path not in wanted:
+                continue
+            latest = group.latest_slice()
+            if latest is not None:
+                out.append(latest)
+        return out
+
+    def latest_base_files(self, partitions: list[str] | None = None) -> list[HoodieBaseFile]:
+        return [s.base_file for s in self.latest_file_slices(partitions) if s.base_file is not None]
+

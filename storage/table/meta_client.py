@@ -1,0 +1,92 @@
+"""HoodieTableMetaClient: the entry point to a table's metadata (config, timeline, paths)."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from storage.config import TableConfigKeys as K
+from storage.fs_utils import META_FOLDER, TEMP_FOLDER
+from storage.io.storage import HoodieStorage, normalize_base_path
+from storage.table.table_config import (
+    HoodieTableConfig,
+    TableNotFoundError,
+    create_table_config,
+    load_table_config,
+    update_table_config,
+)
+from storage.timeline.timeline import ActiveTimeline, HoodieTimeline
+
+log = logging.getLogger(__name__)
+
+SUPPORTED_READ_VERSIONS = (5, 6, 8, 9)
+SUPPORTED_WRITE_VERSIONS = (6,)
+
+
+@dataclass
+class HoodieTableMetaClient:
+    base_path: str
+    storage: HoodieStorage
+    table_config: HoodieTableConfig
+    active_timeline: ActiveTimeline
+
+    @property
+    def meta_path(self) -> str:
+        return f"{self.base_path}/{META_FOLDER}"
+
+    @property
+    def temp_path(self) -> str:
+        return f"{self.meta_path}/{TEMP_FOLDER}"
+
+    @property
+    def timeline(self) -> HoodieTimeline:
+        return self.active_timeline.timeline
+
+    @classmethod
+    def load(cls, base_path: str, storage: HoodieStorage | None = None) -> "HoodieTableMetaClient":
+        storage = storage or HoodieStorage()
+        base = normalize_base_path(base_path)
+        meta = f"{base}/{META_FOLDER}"
+        if not storage.is_dir(meta):
+            raise TableNotFoundError(f"not a Hudi table: {base} has no {META_FOLDER} directory")
+        config = load_table_config(storage, meta)
+        if config.version not in SUPPORTED_READ_VERSIONS:
+            raise ValueError(f"table {base} has table version {config.version}; supported: {SUPPORTED_READ_VERSIONS}")
+        timeline = ActiveTimeline(storage, _timeline_path(meta, config), config.timeline_layout_version)
+        return cls(base, storage, config, timeline)
+
+    @classmethod
+    def exists(cls, base_path: str, storage: HoodieStorage | None = None) -> bool:
+        storage = storage or HoodieStorage()
+        meta = f"{normalize_base_path(base_path)}/{META_FOLDER}"
+        return storage.exists(f"{meta}/hoodie.properties") or storage.exists(f"{meta}/hoodie.properties.backup")
+
+    @classmethod
+    def init_table(cls, base_path: str, config: HoodieTableConfig, storage: HoodieStorage | None = None) -> "HoodieTableMetaClient":
+        """Create `.hoodie/` with its properties and auxiliary folders (table version 6, layout 1)."""
+        storage = storage or HoodieStorage()
+        base = normalize_base_path(base_path)
+        meta = f"{base}/{META_FOLDER}"
+        for sub in ("", TEMP_FOLDER, ".aux", ".schema", "archived"):
+            storage.mkdirs(f"{meta}/{sub}".rstrip("/"))
+        create_table_config(storage, meta, config)
+        log.info("initialised Hudi table %s at %s", config.name, base)
+        return cls.load(base, storage)
+
+    def reload(self) -> "HoodieTableMetaClient":
+        self.table_config = load_table_config(self.storage, self.meta_path)
+        self.active_timeline.reload()
+        return self
+
+    def update_table_config(self, updates: dict[str, str], removals: tuple[str, ...] = ()) -> None:
+        new = self.table_config.with_updates(updates, removals)
+        update_table_config(self.storage, self.meta_path, new)
+        self.table_config = load_table_config(self.storage, self.meta_path)
+
+    def marker_dir(self, instant_time: str) -> str:
+        return f"{self.temp_path}/{instant_time}"
+
+
+def _timeline_path(meta: str, config: HoodieTableConfig) -> str:
+    if config.timeline_layout_version >= 2 or config.version >= 8:
+        return f"{meta}/{config.get(K.TIMELINE_PATH)}"
+    return meta

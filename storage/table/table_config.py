@@ -1,0 +1,168 @@
+"""`.hoodie/hoodie.properties`: the table's configuration, read and updated atomically.
+
+Updates follow Hudi's protocol: copy the current file to `hoodie.properties.backup`, write the new file,
+then delete the backup. A reader that finds the main file missing or empty recovers from the backup.
+"""
+from __future__ import annotations
+
+import logging
+import zlib
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from storage.config import ConfigProperty, HoodieConfig, TableConfigKeys as K
+from storage.io.storage import HoodieStorage
+from storage.table.properties_file import format_properties, parse_properties
+
+log = logging.getLogger(__name__)
+
+PROPERTIES_FILE = "hoodie.properties"
+BACKUP_FILE = "hoodie.properties.backup"
+
+COPY_ON_WRITE = "COPY_ON_WRITE"
+MERGE_ON_READ = "MERGE_ON_READ"
+
+KEYGEN_CLASS_BY_TYPE = {
+    "SIMPLE": "org.apache.hudi.keygen.SimpleKeyGenerator",
+    "COMPLEX": "org.apache.hudi.keygen.ComplexKeyGenerator",
+    "NON_PARTITION": "org.apache.hudi.keygen.NonpartitionedKeyGenerator",
+    "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
+    "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
+}
+
+
+class TableNotFoundError(FileNotFoundError):
+    """The path is not a Hudi table (no readable `.hoodie/hoodie.properties`)."""
+
+
+def table_checksum(props: Mapping[str, str]) -> int:
+    """CRC32 of `<database>.<table>` (or of `<table>` when no database is recorded), as Hudi computes it."""
+    name = props[K.NAME.key]
+    db = props.get(K.DATABASE_NAME.key)
+    text = f"{db}.{name}" if db else name
+    return zlib.crc32(text.encode("utf-8")) & 0xFFFFFFFF
+
+
+@dataclass
+class HoodieTableConfig:
+    """The parsed properties of one table."""
+
+    props: dict[str, str] = field(default_factory=dict)
+
+    def get(self, prop: ConfigProperty):
+        return HoodieConfig(self.props).get(prop)
+
+    @property
+    def name(self) -> str:
+        return self.props[K.NAME.key]
+
+    @property
+    def table_type(self) -> str:
+        return self.get(K.TYPE)
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type == MERGE_ON_READ
+
+    @property
+    def version(self) -> int:
+        return self.get(K.VERSION)
+
+    @property
+    def timeline_layout_version(self) -> int:
+        return self.get(K.TIMELINE_LAYOUT_VERSION)
+
+    @property
+    def record_key_fields(self) -> list[str]:
+        return self.get(K.RECORDKEY_FIELDS) or []
+
+    @property
+    def partition_fields(self) -> list[str]:
+        return self.get(K.PARTITION_FIELDS) or []
+
+    @property
+    def precombine_field(self) -> str | None:
+        value = self.get(K.PRECOMBINE_FIELD)
+        return value.split(",")[0] if value else None
+
+    @property
+    def hive_style_partitioning(self) -> bool:
+        return self.get(K.HIVE_STYLE_PARTITIONING)
+
+    @property
+    def url_encode_partitioning(self) -> bool:
+        return self.get(K.URL_ENCODE_PARTITIONING)
+
+    @property
+    def populate_meta_fields(self) -> bool:
+        return self.get(K.POPULATE_META_FIELDS)
+
+    @property
+    def keygen_class(self) -> str | None:
+        cls = self.props.get(K.KEYGEN_CLASS.key)
+        if cls:
+            return cls
+        keygen_type = self.props.get(K.KEYGEN_TYPE.key)
+        return KEYGEN_CLASS_BY_TYPE.get(keygen_type.upper()) if keygen_type else None
+
+    @property
+    def create_schema(self) -> str | None:
+        return self.props.get(K.CREATE_SCHEMA.key)
+
+    @property
+    def database_name(self) -> str | None:
+        return self.props.get(K.DATABASE_NAME.key)
+
+    def with_updates(self, updates: Mapping[str, str], removals: tuple[str, ...] = ()) -> "HoodieTableConfig":
+        props = {k: v for k, v in self.props.items() if k not in removals and k != K.CHECKSUM.key}
+        props.update({k: str(v) for k, v in updates.items()})
+        return HoodieTableConfig(props)
+
+
+def _properties_path(meta_path: str) -> str:
+    return f"{meta_path}/{PROPERTIES_FILE}"
+
+
+def _backup_path(meta_path: str) -> str:
+    return f"{meta_path}/{BACKUP_FILE}"
+
+
+def _read_nonempty(storage: HoodieStorage, path: str) -> dict[str, str] | None:
+    if not storage.exists(path):
+        return None
+    props = parse_properties(storage.read_text(path))
+    return props or None
+
+
+def load_table_config(storage: HoodieStorage, meta_path: str) -> HoodieTableConfig:
+    """Read `hoodie.properties`, recovering from the backup when the main file is missing or empty."""
+    props = _read_nonempty(storage, _properties_path(meta_path))
+    if props is None:
+        props = _read_nonempty(storage, _backup_path(meta_path))
+        if props is None:
+            raise TableNotFoundError(f"not a Hudi table: no readable {PROPERTIES_FILE} under {meta_path}")
+        log.warning("recovering %s from its backup", _properties_path(meta_path))
+        storage.write_atomic(_properties_path(meta_path), _serialize(props))
+        storage.delete(_backup_path(meta_path))
+    return HoodieTableConfig(props)
+
+
+def _serialize(props: Mapping[str, str]) -> bytes:
+    content = {k: v for k, v in props.items() if k != K.CHECKSUM.key}
+    if K.NAME.key in content:
+        content[K.CHECKSUM.key] = str(table_checksum(content))
+    return format_properties(content).encode("utf-8")
+
+
+def create_table_config(storage: HoodieStorage, meta_path: str, config: HoodieTableConfig) -> None:
+    storage.create(_properties_path(meta_path), _serialize(config.props))
+
+
+def update_table_config(storage: HoodieStorage, meta_path: str, config: HoodieTableConfig) -> None:
+    """Replace `hoodie.properties`: backup first, then atomic replace, then drop the backup."""
+    main, backup = _properties_path(meta_path), _backup_path(meta_path)
+    if storage.exists(main) and storage.size(main) > 0:
+        storage.delete(backup)
+        storage.copy(main, backup)
+    storage.write_atomic(main, _serialize(config.props))
+    storage.delete(backup)

@@ -1,0 +1,166 @@
+"""The active timeline of a table: listing instants, filtering them, reading and writing their files."""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from storage.io.storage import HoodieStorage
+from storage.timeline.commit_metadata import HoodieCommitMetadata
+from storage.timeline.instant import Action, HoodieInstant, State, parse_instant_file_name
+from storage.timeline.instant_time import format_instant, new_instant_time, parse_instant
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HoodieTimeline:
+    """An immutable, ordered view of instants; filters return new timelines."""
+
+    instants: tuple[HoodieInstant, ...]
+
+    def __iter__(self):
+        return iter(self.instants)
+
+    def __len__(self) -> int:
+        return len(self.instants)
+
+    def filter(self, pred: Callable[[HoodieInstant], bool]) -> "HoodieTimeline":
+        return HoodieTimeline(tuple(i for i in self.instants if pred(i)))
+
+    def completed(self) -> "HoodieTimeline":
+        return self.filter(lambda i: i.is_completed)
+
+    def pending(self) -> "HoodieTimeline":
+        return self.filter(lambda i: not i.is_completed)
+
+    def of_actions(self, actions: Iterable[str]) -> "HoodieTimeline":
+        wanted = frozenset(actions)
+        return self.filter(lambda i: i.action in wanted)
+
+    def write_timeline(self) -> "HoodieTimeline":
+        """commit, deltacommit and replacecommit instants: the ones that publish data files."""
+        return self.of_actions(Action.WRITE_ACTIONS)
+
+    def until(self, instant_time: str) -> "HoodieTimeline":
+        return self.filter(lambda i: i.timestamp <= instant_time)
+
+    def between(self, start_exclusive: str | None, end_inclusive: str | None) -> "HoodieTimeline":
+        return self.filter(
+            lambda i: (start_exclusive is None or i.timestamp > start_exclusive)
+            and (end_inclusive is None or i.timestamp <= end_inclusive)
+        )
+
+    def timestamps(self) -> list[str]:
+        return [i.timestamp for i in self.instants]
+
+    def last(self) -> HoodieInstant | None:
+        return self.instants[-1] if self.instants else None
+
+    def first(self) -> HoodieInstant | None:
+        return self.instants[0] if self.instants else None
+
+    def contains_timestamp(self, ts: str) -> bool:
+        return any(i.timestamp == ts for i in self.instants)
+
+    def find(self, ts: str) -> HoodieInstant | None:
+        for i in self.instants:
+            if i.timestamp == ts:
+                return i
+        return None
+
+
+class ActiveTimeline:
+    """Reads and writes instant files under the timeline directory (`.hoodie/` in v6, `.hoodie/timeline/` in v8)."""
+
+    def __init__(self, storage: HoodieStorage, timeline_path: str, layout_version: int):
+        self.storage = storage
+        self.path = timeline_path
+        self.layout_version = layout_version
+        self._files: dict[HoodieInstant, str] = {}
+        self.timeline = HoodieTimeline(())
+        self.reload()
+
+    # -- reading ---------------------------------------------------------------------------------
+    def reload(self) -> "ActiveTimeline":
+        latest: dict[tuple[str, str], HoodieInstant] = {}
+        files: dict[HoodieInstant, str] = {}
+        for info in self.storage.list_dir(self.path):
+            if info.is_dir:
+                continue
+            instant = parse_instant_file_name(info.name)
+            if instant is None:
+                continue
+            if self.layout_version >= 2 and instant.is_completed and not instant.completion_time:
+                continue  # in layout 2 a completed instant must name its completion time
+            files[instant] = info.path
+            key = (instant.timestamp, _base_action(instant.action))
+            if key not in latest or _state_rank(instant) > _state_rank(latest[key]):
+                latest[key] = instant
+        self._files = files
+        self.timeline = HoodieTimeline(tuple(sorted(latest.values(), key=HoodieInstant.sort_key)))
+        return self
+
+    def all_files(self) -> dict[HoodieInstant, str]:
+        return dict(self._files)
+
+    def read_bytes(self, instant: HoodieInstant) -> bytes:
+        path = self._files.get(instant) or f"{self.path}/{instant.file_name(self.layout_version)}"
+        return self.storage.read_bytes(path)
+
+    def commit_metadata(self, instant: HoodieInstant) -> HoodieCommitMetadata:
+        data = self.read_bytes(instant)
+        try:
+            return HoodieCommitMetadata.from_bytes(data)
+        except Exception as exc:  # a corrupt instant file must name itself
+            raise ValueError(f"cannot parse commit metadata of instant {instant}: {exc}") from exc
+
+    def requested_of(self, instant: HoodieInstant) -> HoodieInstant:
+        for cand in self._files:
+            if cand.timestamp == instant.timestamp and cand.is_requested:
+                return cand
+        return HoodieInstant(State.REQUESTED, instant.action, instant.timestamp)
+
+    # -- writing ---------------------------------------------------------------------------------
+    def new_instant_time(self) -> str:
+        last = max((i.timestamp for i in self._files), default=None)
+        return new_instant_time(after=last)
+
+    def _instant_path(self, instant: HoodieInstant) -> str:
+        return f"{self.path}/{instant.file_name(self.layout_version)}"
+
+    def create_requested(self, action: str, timestamp: str, content: bytes = b"") -> HoodieInstant:
+        instant = HoodieInstant(State.REQUESTED, action, timestamp)
+        self.storage.create(self._instant_path(instant), content)
+        log.debug("created %s", instant)
+        return self.reload().timeline.find(timestamp) or instant
+
+    def transition_to_inflight(self, requested: HoodieInstant, content: bytes = b"") -> HoodieInstant:
+        inflight = HoodieInstant(State.INFLIGHT, requested.action, requested.timestamp)
+        self.storage.create(self._instant_path(inflight), content)
+        self.reload()
+        return inflight
+
+    def transition_to_complete(self, inflight: HoodieInstant, content: bytes = b"") -> HoodieInstant:
+        completion = format_instant(parse_instant(self.new_instant_time())) if self.layout_version >= 2 else None
+        completed = inflight.with_state(State.COMPLETED, completion)
+        self.storage.create(self._instant_path(completed), content)
+        self.reload()
+        log.info("completed %s", completed)
+        return completed
+
+    def delete_instant_files(self, timestamp: str) -> None:
+        """Remove every file of a pending instant (after its rollback completed)."""
+        for instant, path in list(self._files.items()):
+            if instant.timestamp == timestamp and not instant.is_completed:
+                self.storage.delete(path)
+        self.reload()
+
+
+def _base_action(action: str) -> str:
+    """Group a table service's pending action with the action it completes as."""
+    return Action.COMPLETES_AS.get(action, action)
+
+
+def _state_rank(instant: HoodieInstant) -> int:
+    return {State.REQUESTED: 0, State.INFLIGHT: 1, State.COMPLETED: 2}[instant.state]

@@ -1,0 +1,208 @@
+"""The per-file-group write step, run once per bucket inside a Spark task on Arrow data.
+
+`write_bucket` dispatches on what the bucket needs: a new file group (create handle), a rewrite of the
+latest base file with the bucket's records merged in (copy-on-write merge handle). Merge-on-read adds
+an append handle here. The result is a HoodieWriteStat: the commit message that the driver publishes.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
+from storage.io.base_file_writer import write_base_file
+from storage.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, IS_DELETED, META_COLUMNS, RECORD_KEY
+from storage.io.storage import HoodieStorage
+from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
+from storage.write.markers import IOType, create_marker
+from storage.write.partitioner import BucketType
+
+log = logging.getLogger(__name__)
+
+BUCKET_COLUMN = "_hoodie_bucket"
+OP_COLUMN = "_hoodie_write_op"  # 0 = write, 1 = delete
+OP_WRITE, OP_DELETE = 0, 1
+PAYLOAD_OVERWRITE_LATEST = "OverwriteWithLatestAvroPayload"
+PAYLOAD_DEFAULT = "DefaultHoodieRecordPayload"
+
+
+@dataclass(frozen=True)
+class BucketTarget:
+    bucket_type: BucketType
+    partition_path: str
+    file_id: str
+    base_file_path: str | None  # latest base file of the group, for UPDATE buckets
+    prev_commit: str
+
+
+@dataclass
+class WriteTaskContext:
+    """Everything a write task needs, shipped to executors with the task closure."""
+
+    base_path: str
+    instant_time: str
+    marker_dir: str
+    schema_ipc: bytes  # target schema (meta + data columns) as Arrow IPC, to survive pickling exactly
+    targets: dict[int, BucketTarget]
+    placement: dict[int, int]  # placement key -> bucket id
+    payload: str = PAYLOAD_OVERWRITE_LATEST
+    ordering_field: str | None = None
+    bloom_options: dict = field(default_factory=dict)
+    compression: str = "snappy"
+    row_group_bytes: int = 128 * 1024 * 1024
+    populate_meta_fields: bool = True
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+
+
+def serialize_schema(schema: pa.Schema) -> bytes:
+    return schema.serialize().to_pybytes()
+
+
+def _task_ids() -> tuple[int, int, int]:
+    from pyspark import TaskContext
+
+    tc = TaskContext.get()
+    if tc is None:
+        return 0, 0, 0
+    return tc.partitionId(), tc.stageId(), tc.taskAttemptId()
+
+
+def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Columns of `schema`, in its order and types; columns a file lacks (added since) become nulls."""
+    columns = []
+    for f in schema:
+        if f.name in table.column_names:
+            col = table.column(f.name)
+            columns.append(col if col.type == f.type else col.cast(f.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, f.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _stamp(table: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id: int) -> pa.Table:
+    """Meta columns of freshly written records."""
+    n = table.num_rows
+    seq = pc.binary_join_element_wise(
+        pa.array([f"{ctx.instant_time}_{partition_id}"] * n, pa.string()),
+        pc.cast(pa.array(range(n), pa.int64()), pa.string()), "_") if n else pa.array([], pa.string())
+    table = table.set_column(table.schema.get_field_index(COMMIT_TIME), COMMIT_TIME,
+                             pa.array([ctx.instant_time] * n, pa.string()))
+    table = table.set_column(table.schema.get_field_index(COMMIT_SEQNO), COMMIT_SEQNO, seq)
+    return _with_file_name(table, file_name)
+
+
+def _with_file_name(table: pa.Table, file_name: str) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(FILE_NAME), FILE_NAME,
+                            pa.array([file_name] * table.num_rows, pa.string()))
+
+
+def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """(records to write, keys to delete): deletes come from the delete operation or `_hoodie_is_deleted`."""
+    is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
+    if IS_DELETED in incoming.column_names:
+        is_delete = pc.or_(is_delete, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
+    is_delete = pc.fill_null(is_delete, False)
+    return incoming.filter(pc.invert(is_delete)), incoming.filter(is_delete).column(RECORD_KEY)
+
+
+def _stored_wins(old: pa.Table, incoming: pa.Table, ordering_field: str) -> pa.Array:
+    """Keys whose stored record has a strictly higher ordering value than the incoming one
+    (DefaultHoodieRecordPayload keeps the stored record then)."""
+    left = pa.table({RECORD_KEY: old.column(RECORD_KEY), "_old": old.column(ordering_field)})
+    right = pa.table({RECORD_KEY: incoming.column(RECORD_KEY), "_new": incoming.column(ordering_field)})
+    joined = left.join(right, RECORD_KEY, join_type="inner")
+    wins = pc.fill_null(pc.greater(joined.column("_old"), joined.column("_new")), False)
+    return joined.filter(wins).column(RECORD_KEY).combine_chunks()
+
+
+def merge_records(old: pa.Table | None, incoming: pa.Table, ctx: WriteTaskContext) -> tuple[pa.Table, pa.Table, dict]:
+    """(kept stored records, new records to stamp, counts) for one file group."""
+    writes, delete_keys = _split_deletes(incoming)
+    if old is None or old.num_rows == 0:
+        return old.slice(0, 0) if old is not None else None, writes, {
+            "inserts": writes.num_rows, "updates": 0, "deletes": 0}
+    old_keys = old.column(RECORD_KEY)
+    if ctx.payload == PAYLOAD_DEFAULT and ctx.ordering_field and ctx.ordering_field in old.column_names:
+        keep_old = _stored_wins(old, incoming, ctx.ordering_field)
+        if len(keep_old):
+            writes = writes.filter(pc.invert(pc.is_in(writes.column(RECORD_KEY), keep_old)))
+            delete_keys = pc.filter(delete_keys, pc.invert(pc.is_in(delete_keys, keep_old)))
+    replaced = pc.is_in(old_keys, pa.concat_arrays([writes.column(RECORD_KEY).combine_chunks(),
+                                                    delete_keys.combine_chunks() if isinstance(delete_keys, pa.ChunkedArray) else delete_keys]))
+    kept = old.filter(pc.invert(replaced))
+    is_update = pc.is_in(writes.column(RECORD_KEY), old_keys)
+    updates = pc.sum(is_update.cast(pa.int64())).as_py() or 0
+    deleted = pc.sum(pc.is_in(old_keys, delete_keys).cast(pa.int64())).as_py() or 0
+    return kept, writes, {"inserts": writes.num_rows - updates, "updates": updates, "deletes": deleted}
+
+
+def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
+    started = time.time()
+    placement = incoming.column(BUCKET_COLUMN)[0].as_py()
+    target = ctx.targets[ctx.placement[placement]]
+    schema = ctx.schema
+    partition_id, stage_id, attempt_id = _task_ids()
+    file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
+    storage = HoodieStorage()
+    old = None
+    if target.base_file_path:
+        old = align_to_schema(pq.read_table(target.base_file_path), schema)
+    data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
+    if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
+        data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
+    kept, writes, counts = merge_records(old, data, ctx)
+    new_rows = _stamp(align_to_schema(writes, schema), ctx, file_name, partition_id)
+    parts = [new_rows] if kept is None else [_with_file_name(kept, file_name), new_rows]
+    output = pa.concat_tables(parts)
+    if not ctx.populate_meta_fields:
+        output = _null_meta_fields(output)
+    write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
+    create_marker(storage, ctx.marker_dir, target.partition_path, file_name,
+                  IOType.MERGE if target.base_file_path else IOType.CREATE)
+    path = join_path(ctx.base_path, target.partition_path, file_name)
+    size = write_base_file(path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
+                           ctx.populate_meta_fields)
+    took = int((time.time() - started) * 1000)
+    return HoodieWriteStat(
+        fileId=target.file_id,
+        path=f"{target.partition_path}/{file_name}" if target.partition_path else file_name,
+        prevCommit=target.prev_commit if target.base_file_path else NULL_COMMIT,
+        numWrites=output.num_rows,
+        numDeletes=counts["deletes"],
+        numUpdateWrites=counts["updates"],
+        numInserts=counts["inserts"],
+        totalWriteBytes=size,
+        partitionPath=target.partition_path,
+        fileSizeInBytes=size,
+        runtimeStats=RuntimeStats(0, took if old is not None else 0, took if old is None else 0),
+    )
+
+
+def _null_meta_fields(table: pa.Table) -> pa.Table:
+    for name in META_COLUMNS:
+        if name != FILE_NAME:
+            idx = table.schema.get_field_index(name)
+            table = table.set_column(idx, name, pa.nulls(table.num_rows, pa.string()))
+    return table
+
+
+STAT_SCHEMA_DDL = "stat string"
+
+
+def write_bucket_udf(ctx: WriteTaskContext):
+    """The function given to `groupBy(...).applyInArrow`: one bucket in, one JSON write stat out."""
+
+    def run(table: pa.Table) -> pa.Table:
+        stat = write_bucket(table, ctx)
+        return pa.table({"stat": [json.dumps(stat.to_json_dict())]})
+
+    return run

@@ -1,0 +1,157 @@
+"""Workload profile and bucketing (seed "bucketing parameters"), planned on the driver from counts.
+
+Updates go to the bucket of their file group. Inserts first fill small files (base files below
+`hoodie.parquet.small.file.limit`) up to `hoodie.parquet.max.file.size`, using the average record size
+of earlier commits, then go to new file groups of `max.file.size / avg record size` records each
+(or `hoodie.copyonwrite.insert.split.size` when auto split is off). Each bucket becomes one file.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+from storage.fs_utils import new_file_id
+
+
+class BucketType(str, Enum):
+    UPDATE = "UPDATE"  # rewrites (COW) or appends to (MOR) an existing file group
+    INSERT = "INSERT"  # starts a new file group
+
+
+@dataclass(frozen=True)
+class SmallFile:
+    partition_path: str
+    file_id: str
+    size: int
+
+
+@dataclass
+class BucketInfo:
+    bucket_id: int
+    bucket_type: BucketType
+    partition_path: str
+    file_id: str
+    # share of the partition's inserts routed here: [lo, hi) on a uniform hash of the record key
+    insert_lo: float = 0.0
+    insert_hi: float = 0.0
+    expected_inserts: int = 0
+    expected_updates: int = 0
+
+
+@dataclass
+class WorkloadProfile:
+    updates: dict[tuple[str, str], int] = field(default_factory=dict)  # (partition, file id) -> count
+    inserts: dict[str, int] = field(default_factory=dict)  # partition -> count
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted({p for p, _ in self.updates} | set(self.inserts))
+
+    @property
+    def total_inserts(self) -> int:
+        return sum(self.inserts.values())
+
+    @property
+    def total_updates(self) -> int:
+        return sum(self.updates.values())
+
+
+@dataclass(frozen=True)
+class SizingConfig:
+    small_file_limit: int = 104857600
+    max_file_size: int = 125829120
+    record_size_estimate: int = 1024
+    insert_split_size: int = 500000
+    auto_split: bool = True
+
+
+@dataclass
+class BucketPlan:
+    buckets: list[BucketInfo]
+
+    def update_bucket_of(self) -> dict[tuple[str, str], int]:
+        return {(b.partition_path, b.file_id): b.bucket_id for b in self.buckets if b.bucket_type is BucketType.UPDATE}
+
+    def insert_ranges(self) -> dict[str, list[tuple[float, float, int]]]:
+        ranges: dict[str, list[tuple[float, float, int]]] = {}
+        for b in self.buckets:
+            if b.insert_hi > b.insert_lo:
+                ranges.setdefault(b.partition_path, []).append((b.insert_lo, b.insert_hi, b.bucket_id))
+        for lst in ranges.values():
+            lst.sort()
+        return ranges
+
+    def __len__(self) -> int:
+        return len(self.buckets)
+
+
+def average_record_size(commit_totals: list[tuple[int, int]], sizing: SizingConfig, threshold: float) -> int:
+    """Bytes per record from the newest commit that wrote more than `threshold * small_file_limit` bytes.
+
+    `commit_totals` is (total bytes written, records written) per completed commit, newest first."""
+    floor = threshold * sizing.small_file_limit
+    for total_bytes, records in commit_totals:
+        if total_bytes > floor and records > 0:
+            return max(1, math.ceil(total_bytes / records))
+    return sizing.record_size_estimate
+
+
+def plan_buckets(profile: WorkloadProfile, small_files: dict[str, list[SmallFile]], sizing: SizingConfig,
+                 avg_record_size: int) -> BucketPlan:
+    buckets: list[BucketInfo] = []
+    by_group: dict[tuple[str, str], BucketInfo] = {}
+    for (partition, file_id), count in sorted(profile.updates.items()):
+        b = BucketInfo(len(buckets), BucketType.UPDATE, partition, file_id, expected_updates=count)
+        buckets.append(b)
+        by_group[(partition, file_id)] = b
+    for partition in sorted(profile.inserts):
+        _assign_inserts(partition, profile.inserts[partition], small_files.get(partition, []), sizing,
+                        avg_record_size, buckets, by_group)
+    return BucketPlan(buckets)
+
+
+def _assign_inserts(partition: str, total: int, small: list[SmallFile], sizing: SizingConfig, avg: int,
+                    buckets: list[BucketInfo], by_group: dict[tuple[str, str], BucketInfo]) -> None:
+    if total <= 0:
+        return
+    assigned: list[tuple[BucketInfo, int]] = []
+    remaining = total
+    for sf in sorted(small, key=lambda s: s.size):
+        if remaining <= 0:
+            break
+        capacity = (sizing.max_file_size - sf.size) // avg
+        take = min(max(capacity, 0), remaining)
+        if take <= 0:
+            continue
+        bucket = by_group.get((partition, sf.file_id))
+        if bucket is None:
+            bucket = BucketInfo(len(buckets), BucketType.UPDATE, partition, sf.file_id)
+            buckets.append(bucket)
+            by_group[(partition, sf.file_id)] = bucket
+        assigned.append((bucket, take))
+        remaining -= take
+    if remaining > 0:
+        per_bucket = max(1, sizing.max_file_size // avg) if sizing.auto_split else max(1, sizing.insert_split_size)
+        n_new = math.ceil(remaining / per_bucket)
+        base = remaining // n_new
+        extra = remaining % n_new
+        for i in range(n_new):
+            bucket = BucketInfo(len(buckets), BucketType.INSERT, partition, new_file_id(0))
+            buckets.append(bucket)
+            assigned.append((bucket, base + (1 if i < extra else 0)))
+    cursor = 0.0
+    for idx, (bucket, count) in enumerate(assigned):
+        share = count / total
+        bucket.insert_lo = cursor
+        bucket.insert_hi = 1.0 if idx == len(assigned) - 1 else cursor + share
+        bucket.expected_inserts = count
+        cursor = bucket.insert_hi
+
+
+def plan_new_file_groups(inserts: dict[str, int], sizing: SizingConfig, avg_record_size: int) -> BucketPlan:
+    """Buckets for operations that never touch existing files (bulk insert, insert overwrite)."""
+    buckets: list[BucketInfo] = []
+    for partition in sorted(inserts):
+        _assign_inserts(partition, inserts[partition], [], sizing, avg_record_size, buckets, {})
+    return BucketPlan(buckets)

@@ -1,0 +1,132 @@
+"""Rollback of failed writes (seed "upsert flow", start of a write).
+
+A pending commit whose writer is gone is rolled back: a `<t>.rollback.requested` plan (Avro
+HoodieRollbackPlan) lists the files its markers name, they are deleted, `<t>.rollback` (Avro
+HoodieRollbackMetadata) completes the rollback, and the failed instant's files leave the timeline.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+from storage.fs_utils import file_id_of, join_path
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.instant import Action, HoodieInstant
+from storage.write.heartbeat import is_writer_alive
+from storage.write.markers import IOType, delete_marker_dir, list_markers
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class RollbackRequest:
+    partition_path: str
+    file_id: str
+    latest_base_instant: str
+    files_to_delete: list[str] = field(default_factory=list)
+
+
+def failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
+    """Pending commit/deltacommit/replacecommit instants whose writer no longer runs."""
+    pending = meta_client.timeline.pending().of_actions(Action.WRITE_ACTIONS)
+    return [i for i in pending if not is_writer_alive(meta_client.storage, meta_client.meta_path, i.timestamp)]
+
+
+def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> list[RollbackRequest]:
+    """One request per file group touched by the failed instant, listing the files its markers name."""
+    by_group: dict[tuple[str, str], RollbackRequest] = {}
+    for marker in list_markers(meta_client.marker_dir(instant.timestamp)):
+        if marker.io_type == IOType.APPEND:
+            continue  # log appends are undone by a rollback command block (merge-on-read)
+        file_id = file_id_of(marker.file_name) or ""
+        req = by_group.setdefault((marker.partition_path, file_id),
+                                  RollbackRequest(marker.partition_path, file_id, instant.timestamp))
+        req.files_to_delete.append(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
+    return list(by_group.values())
+
+
+def rollback_plan_record(instant: HoodieInstant, requests: list[RollbackRequest]) -> dict:
+    return {
+        "instantToRollback": {"commitTime": instant.timestamp, "action": instant.action},
+        "RollbackRequests": [
+            {
+                "partitionPath": r.partition_path,
+                "fileId": r.file_id,
+                "latestBaseInstant": r.latest_base_instant,
+                "filesToBeDeleted": r.files_to_delete,
+                "logBlocksToBeDeleted": {},
+            }
+            for r in requests
+        ],
+        "version": 1,
+    }
+
+
+def rollback_metadata_record(start: str, took_ms: int, instant: HoodieInstant, deleted: dict[str, list[str]],
+                             failed: dict[str, list[str]]) -> dict:
+    partitions = sorted(set(deleted) | set(failed))
+    return {
+        "startRollbackTime": start,
+        "timeTakenInMillis": took_ms,
+        "totalFilesDeleted": sum(len(v) for v in deleted.values()),
+        "commitsRollback": [instant.timestamp],
+        "partitionMetadata": {
+            p: {
+                "partitionPath": p,
+                "successDeleteFiles": deleted.get(p, []),
+                "failedDeleteFiles": failed.get(p, []),
+                "rollbackLogFiles": {},
+                "logFilesFromFailedCommit": {},
+            }
+            for p in partitions
+        },
+        "version": 1,
+        "instantsRollback": [{"commitTime": instant.timestamp, "action": instant.action}],
+    }
+
+
+def rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    """Roll back one pending write instant; returns the completed rollback instant."""
+    from storage.avro.container import write_avro_container
+    from storage.avro.models import HOODIE_ROLLBACK_METADATA, HOODIE_ROLLBACK_PLAN
+
+    timeline = meta_client.active_timeline
+    started = time.time()
+    rollback_time = timeline.new_instant_time()
+    requests = plan_rollback(meta_client, instant)
+    plan = write_avro_container(HOODIE_ROLLBACK_PLAN, rollback_plan_record(instant, requests))
+    requested = timeline.create_requested(Action.ROLLBACK, rollback_time, plan)
+    inflight = timeline.transition_to_inflight(requested)
+    deleted: dict[str, list[str]] = {}
+    failed: dict[str, list[str]] = {}
+    for req in requests:
+        for path in req.files_to_delete:
+            ok = meta_client.storage.delete(path) or not meta_client.storage.exists(path)
+            (deleted if ok else failed).setdefault(req.partition_path, []).append(path)
+    took = int((time.time() - started) * 1000)
+    metadata = write_avro_container(HOODIE_ROLLBACK_METADATA,
+                                    rollback_metadata_record(rollback_time, took, instant, deleted, failed))
+    completed = timeline.transition_to_complete(inflight, metadata)
+    timeline.delete_instant_files(instant.timestamp)
+    delete_marker_dir(meta_client.storage, meta_client.marker_dir(instant.timestamp))
+    log.info("rolled back failed write %s (%d files deleted) as %s", instant, sum(map(len, deleted.values())), completed)
+    return completed
+
+
+def rollback_failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
+    done = [rollback(meta_client, instant) for instant in failed_writes(meta_client)]
+    if done:
+        meta_client.reload()
+    return done
+
+
+def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
+    """Undo a write of this process that failed before its commit: nothing was published, so its files and
+    instant files are removed and the table is exactly as it was."""
+    storage = meta_client.storage
+    for marker in list_markers(meta_client.marker_dir(instant_time)):
+        if marker.io_type != IOType.APPEND:
+            storage.delete(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
+    delete_marker_dir(storage, meta_client.marker_dir(instant_time))
+    meta_client.active_timeline.reload().delete_instant_files(instant_time)

@@ -1,0 +1,507 @@
+"""HoodieWriteClient: one write (insert, upsert, bulk_insert, delete, insert_overwrite[_table]) from a
+Spark DataFrame to a table, as a two-phase commit.
+
+Phase 1 runs in Spark: keys and partition paths (native expressions), dedup by precombine value, index
+lookup (a join), then one task per bucket writes one file in Arrow and returns its write stat.
+Phase 2 runs on the driver: the stats become the commit metadata of the completed instant. Nothing is
+visible to readers before that file exists, and a failure before it leaves the table as it was.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import IntegerType, StructField, StructType
+
+from storage.config import HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
+from storage.index import create_index
+from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
+from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY, with_meta_columns
+from storage.io.storage import normalize_base_path
+from storage.keygen import KeyGenerator, create_key_generator
+from storage.keygen.key_generator import HoodieKeyException
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.schema_resolver import table_data_schema
+from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, HoodieTableConfig
+from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
+from storage.timeline.instant import Action
+from storage.write.handle import (
+    BUCKET_COLUMN,
+    OP_COLUMN,
+    OP_DELETE,
+    OP_WRITE,
+    PAYLOAD_DEFAULT,
+    PAYLOAD_OVERWRITE_LATEST,
+    BucketTarget,
+    WriteTaskContext,
+    serialize_schema,
+    write_bucket_udf,
+)
+from storage.write.heartbeat import Heartbeat
+from storage.write.operation import WriteOperationType
+from storage.write.partitioner import (
+    BucketPlan,
+    BucketType,
+    SizingConfig,
+    SmallFile,
+    WorkloadProfile,
+    average_record_size,
+    plan_buckets,
+    plan_new_file_groups,
+)
+from storage.write.rollback import abort_write, rollback_failed_writes
+from storage.write.schema import data_schema, reconcile
+from storage.write.spark_partitioning import placement_keys
+
+log = logging.getLogger(__name__)
+
+UNIFORM = "_hoodie_u"
+_INPUT_ORDER = "_hoodie_input_order"
+_CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer after data files exist
+
+
+class HoodieWriteError(ValueError):
+    """A write was rejected; the table is unchanged."""
+
+
+@dataclass
+class TableSettings:
+    """What a write needs to know about the table, from hoodie.properties or (new table) the options."""
+
+    name: str
+    table_type: str
+    record_keys: list[str]
+    partition_fields: list[str]
+    precombine: str | None
+    keygen: KeyGenerator
+    populate_meta_fields: bool
+    database: str
+
+
+def _resolve_settings(config: HoodieConfig, table: HoodieTableConfig | None) -> TableSettings:
+    if table is not None:
+        record_keys = table.record_key_fields or config.get(WK.RECORDKEY_FIELD) or []
+        partitions = table.partition_fields
+        precombine = table.precombine_field
+        keygen_class = table.keygen_class
+        hive_style, url_encode = table.hive_style_partitioning, table.url_encode_partitioning
+        _check_consistent(config, "record key", WK.RECORDKEY_FIELD, record_keys)
+        name, table_type, populate = table.name, table.table_type, table.populate_meta_fields
+        database = table.database_name or "default"
+    else:
+        name = config.get(WK.TABLE_NAME)
+        if not name:
+            raise HoodieWriteError("missing table name: set hoodie.table.name")
+        record_keys = config.get(WK.RECORDKEY_FIELD) or []
+        partitions = config.get(WK.PARTITIONPATH_FIELD) or []
+        precombine = config.get(WK.PRECOMBINE_FIELD)
+        keygen_class = config.get(WK.KEYGENERATOR_CLASS) or config.get(WK.KEYGENERATOR_TYPE)
+        hive_style = config.get(WK.HIVE_STYLE_PARTITIONING)
+        url_encode = config.get(WK.URL_ENCODE_PARTITIONING)
+        table_type = _table_type(config.get(WK.TABLE_TYPE))
+        populate = config.get(WK.POPULATE_META_FIELDS)
+        database = config.get(WK.DATABASE_NAME)
+    if not record_keys:
+        raise HoodieWriteError("missing record key: set hoodie.datasource.write.recordkey.field")
+    keygen = create_key_generator(config, record_keys, partitions, keygen_class, hive_style, url_encode)
+    return TableSettings(name, table_type, record_keys, partitions, precombine, keygen, populate, database)
+
+
+def _table_type(value: str) -> str:
+    text = str(value).upper()
+    if text in ("COPY_ON_WRITE", "COW"):
+        return "COPY_ON_WRITE"
+    if text in ("MERGE_ON_READ", "MOR"):
+        return "MERGE_ON_READ"
+    raise HoodieWriteError(f"unknown table type {value!r} (hoodie.datasource.write.table.type)")
+
+
+def _check_consistent(config: HoodieConfig, what: str, prop, table_value: list[str]) -> None:
+    given = config.get(prop)
+    if given and [g.lower() for g in given] != [t.lower() for t in table_value]:
+        raise HoodieWriteError(f"{what} fields {given} do not match the table's {table_value} ({prop.key})")
+
+
+def _new_table_config(settings: TableSettings, config: HoodieConfig, avro_schema: str) -> HoodieTableConfig:
+    props = {
+        TK.NAME.key: settings.name,
+        TK.TYPE.key: settings.table_type,
+        TK.VERSION.key: "6",
+        TK.TIMELINE_LAYOUT_VERSION.key: "1",
+        TK.ARCHIVELOG_FOLDER.key: "archived",
+        TK.RECORDKEY_FIELDS.key: ",".join(settings.record_keys),
+        TK.KEYGEN_CLASS.key: KEYGEN_CLASS_BY_TYPE[settings.keygen.keygen_type],
+        TK.HIVE_STYLE_PARTITIONING.key: str(settings.keygen.hive_style).lower(),
+        TK.URL_ENCODE_PARTITIONING.key: str(settings.keygen.url_encode).lower(),
+        TK.DROP_PARTITION_COLUMNS.key: "false",
+        TK.DATABASE_NAME.key: settings.database,
+        TK.CREATE_SCHEMA.key: avro_schema,
+        TK.PAYLOAD_CLASS.key: config.get(WK.PAYLOAD_CLASS) or TK.PAYLOAD_CLASS.default,
+    }
+    if settings.partition_fields:
+        props[TK.PARTITION_FIELDS.key] = ",".join(settings.partition_fields)
+    if settings.precombine:
+        props[TK.PRECOMBINE_FIELD.key] = settings.precombine
+    if not settings.populate_meta_fields:
+        props[TK.POPULATE_META_FIELDS.key] = "false"
+    for key, value in config.items():
+        if key.startswith("hoodie.keygen.timebased."):
+            props[key] = value
+    return HoodieTableConfig(props)
+
+
+def _payload_name(config: HoodieConfig, table: HoodieTableConfig | None) -> str:
+    cls = config.get(WK.PAYLOAD_CLASS) or (table.props.get(TK.PAYLOAD_CLASS.key) if table else None) or ""
+    if cls.rsplit(".", 1)[-1] == PAYLOAD_DEFAULT or (table and table.get(TK.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING"):
+        return PAYLOAD_DEFAULT
+    return PAYLOAD_OVERWRITE_LATEST
+
+
+class HoodieWriteClient:
+    def __init__(self, spark: SparkSession, base_path: str, options: dict[str, str]):
+        self.spark = spark
+        self.base_path = normalize_base_path(base_path)
+        self.config = HoodieConfig.of(options)
+        self.meta_client = HoodieTableMetaClient.load(self.base_path) if HoodieTableMetaClient.exists(self.base_path) else None
+
+    # -- entry point -----------------------------------------------------------------------------
+    def write(self, df: DataFrame, operation: str | None = None) -> HoodieCommitMetadata | None:
+        op = WriteOperationType.parse(operation or self.config.get(WK.OPERATION))
+        table_cfg = self.meta_client.table_config if self.meta_client else None
+        try:
+            settings = _resolve_settings(self.config, table_cfg)
+        except HoodieKeyException as exc:
+            raise HoodieWriteError(str(exc)) from None
+        if self.meta_client and not self.meta_client.table_config.populate_meta_fields:
+            raise HoodieWriteError(f"writing to a table with hoodie.populate.meta.fields=false is not supported: {self.base_path}")
+        if settings.table_type != "COPY_ON_WRITE":
+            raise HoodieWriteError("merge-on-read writes are not supported yet: use a COPY_ON_WRITE table")
+        self._validate_input(df, settings, op)
+        target_schema = self._target_schema(df, settings, op)
+        records = self._prepare(df, settings, op, target_schema).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            return self._write_prepared(records, settings, op, target_schema)
+        finally:
+            records.unpersist()
+
+    # -- validation ------------------------------------------------------------------------------
+    def _validate_input(self, df: DataFrame, settings: TableSettings, op: WriteOperationType) -> None:
+        columns = {c.lower() for c in df.columns}
+        for name in settings.keygen.required_fields():
+            if name.split(".")[0].lower() not in columns:
+                raise HoodieWriteError(f"record key or partition field '{name}' is missing from the data "
+                                       f"(columns: {', '.join(df.columns)})")
+        if settings.precombine and op is not WriteOperationType.DELETE and settings.precombine.lower() not in columns:
+            raise HoodieWriteError(f"precombine field '{settings.precombine}' is missing from the data "
+                                   f"(hoodie.datasource.write.precombine.field; columns: {', '.join(df.columns)})")
+
+    def _target_schema(self, df: DataFrame, settings: TableSettings, op: WriteOperationType) -> pa.Schema:
+        incoming = to_arrow_schema(df.schema, timezone="UTC")
+        table_schema = table_data_schema(self.meta_client) if self.meta_client else None
+        if op is WriteOperationType.DELETE and table_schema is not None:
+            return data_schema(table_schema)
+        return reconcile(table_schema, incoming)
+
+    # -- phase 1: prepare ------------------------------------------------------------------------
+    def _prepare(self, df: DataFrame, settings: TableSettings, op: WriteOperationType, schema: pa.Schema) -> DataFrame:
+        spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
+        lower = {c.lower(): c for c in df.columns}
+        cols = []
+        for field in spark_schema.fields:
+            src = lower.get(field.name.lower())
+            value = F.col(f"`{src}`").cast(field.dataType) if src else F.lit(None).cast(field.dataType)
+            cols.append(value.alias(field.name))
+        is_delete = F.lit(OP_DELETE if op is WriteOperationType.DELETE else OP_WRITE).cast("tinyint")
+        if IS_DELETED.lower() in lower:  # soft-delete marker: a side column, not part of the table schema
+            cols.append(F.col(f"`{lower[IS_DELETED.lower()]}`").cast("boolean").alias(IS_DELETED))
+        keyed = df.select(
+            *cols,
+            settings.keygen.record_key().alias(RECORD_KEY),
+            settings.keygen.partition_path().alias(PARTITION_PATH),
+            is_delete.alias(OP_COLUMN),
+        )
+        if self._combine(op):
+            keyed = self._dedup(keyed, settings)
+        return keyed
+
+    def _combine(self, op: WriteOperationType) -> bool:
+        if op is WriteOperationType.UPSERT:
+            return self.config.get(WK.COMBINE_BEFORE_UPSERT)
+        if op is WriteOperationType.DELETE:
+            return self.config.get(WK.COMBINE_BEFORE_DELETE)
+        return self.config.get(WK.COMBINE_BEFORE_INSERT)
+
+    def _dedup(self, keyed: DataFrame, settings: TableSettings) -> DataFrame:
+        """Keep one record per key: the highest precombine value, ties to the later input row."""
+        is_global = self.config.get(WK.INDEX_TYPE).upper().startswith("GLOBAL") or not settings.partition_fields
+        group = [RECORD_KEY] if is_global else [RECORD_KEY, PARTITION_PATH]
+        keyed = keyed.withColumn(_INPUT_ORDER, F.monotonically_increasing_id())
+        order = [F.col(_INPUT_ORDER)]
+        if settings.precombine:
+            order.insert(0, F.col(f"`{settings.precombine}`"))
+        row = F.struct(*[F.col(f"`{c}`") for c in keyed.columns if c != _INPUT_ORDER])
+        return keyed.groupBy(*group).agg(F.max_by(row, F.struct(*order)).alias("_r")).select("_r.*")
+
+    # -- phase 1: tag, profile, bucket, write ----------------------------------------------------
+    def _write_prepared(self, records: DataFrame, settings: TableSettings, op: WriteOperationType,
+                        schema: pa.Schema) -> HoodieCommitMetadata | None:
+        try:
+            partitions = sorted(r[0] for r in records.select(PARTITION_PATH).distinct().collect())
+        except Exception as exc:  # a key expression failed inside Spark: report it plainly
+            raise _plain_error(exc) from None
+        if self.meta_client is None:
+            self.meta_client = self._init_table(settings, schema)
+        meta = self.meta_client
+        rollback_failed_writes(meta)
+        fs_view = FileSystemView(meta)
+        tagged = self._tag(records, settings, op, fs_view, partitions)
+        profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
+                                                   WriteOperationType.INSERT) else None
+        plan = self._plan(op, tagged, profile, fs_view, partitions)
+        return self._execute(tagged, settings, op, schema, plan, fs_view, partitions)
+
+    def _init_table(self, settings: TableSettings, schema: pa.Schema) -> HoodieTableMetaClient:
+        from storage.avro.schema_converter import arrow_to_create_schema
+
+        avro = json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":"))
+        return HoodieTableMetaClient.init_table(self.base_path, _new_table_config(settings, self.config, avro))
+
+    def _tag(self, records: DataFrame, settings: TableSettings, op: WriteOperationType, fs_view: FileSystemView,
+             partitions: list[str]) -> DataFrame:
+        if not op.uses_index and op is not WriteOperationType.INSERT:
+            return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(LOC_PARTITION, F.lit(None).cast("string"))
+        index = create_index(self.config.get(WK.INDEX_TYPE), self.config.get(WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH))
+        if op is WriteOperationType.INSERT:
+            # inserts skip the index lookup (as Hudi does); they may still fill small files
+            return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(LOC_PARTITION, F.lit(None).cast("string"))
+        base_files = fs_view.latest_base_files(None if index.is_global else partitions)
+        tagged = index.tag_location(self.spark, records, base_files, lambda df: (F.col(RECORD_KEY), F.col(PARTITION_PATH)))
+        if op is WriteOperationType.DELETE:
+            tagged = tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
+        elif index.is_global:
+            tagged = self._global_partition_change(tagged, index.update_partition_path)
+        return tagged
+
+    @staticmethod
+    def _global_partition_change(tagged: DataFrame, update_partition_path: bool) -> DataFrame:
+        moved = F.col(LOC_FILE_ID).isNotNull() & (F.col(LOC_PARTITION) != F.col(PARTITION_PATH))
+        if not update_partition_path:
+            return tagged.withColumn(PARTITION_PATH, F.when(moved, F.col(LOC_PARTITION)).otherwise(F.col(PARTITION_PATH)))
+        # the record moves: delete it from its old file group, insert it into the new partition
+        deletes = tagged.where(moved).withColumn(PARTITION_PATH, F.col(LOC_PARTITION)).withColumn(
+            OP_COLUMN, F.lit(OP_DELETE).cast("tinyint"))
+        inserts = tagged.withColumn(LOC_FILE_ID, F.when(moved, F.lit(None)).otherwise(F.col(LOC_FILE_ID))).withColumn(
+            LOC_PARTITION, F.when(moved, F.lit(None)).otherwise(F.col(LOC_PARTITION)))
+        return inserts.unionByName(deletes)
+
+    @staticmethod
+    def _profile(tagged: DataFrame) -> WorkloadProfile:
+        rows = tagged.groupBy(PARTITION_PATH, LOC_FILE_ID).count().collect()
+        profile = WorkloadProfile()
+        for partition, file_id, count in rows:
+            if file_id is None:
+                profile.inserts[partition] = profile.inserts.get(partition, 0) + count
+            else:
+                profile.updates[(partition, file_id)] = count
+        return profile
+
+    def _sizing(self) -> SizingConfig:
+        c = self.config
+        return SizingConfig(c.get(WK.PARQUET_SMALL_FILE_LIMIT), c.get(WK.PARQUET_MAX_FILE_SIZE),
+                            c.get(WK.COPY_ON_WRITE_RECORD_SIZE_ESTIMATE), c.get(WK.COPY_ON_WRITE_INSERT_SPLIT_SIZE),
+                            c.get(WK.COPY_ON_WRITE_INSERT_AUTO_SPLIT))
+
+    def _avg_record_size(self, sizing: SizingConfig) -> int:
+        totals = []
+        timeline = self.meta_client.timeline.completed().of_actions([Action.COMMIT, Action.REPLACE_COMMIT])
+        for instant in reversed(timeline.instants[-20:]):
+            stats = self.meta_client.active_timeline.commit_metadata(instant).write_stats()
+            totals.append((sum(s.totalWriteBytes for s in stats), sum(s.numWrites for s in stats)))
+        return average_record_size(totals, sizing, self.config.get(WK.RECORD_SIZE_ESTIMATION_THRESHOLD))
+
+    def _plan(self, op: WriteOperationType, tagged: DataFrame, profile: WorkloadProfile | None,
+              fs_view: FileSystemView, partitions: list[str]) -> BucketPlan:
+        sizing = self._sizing()
+        avg = self._avg_record_size(sizing)
+        if profile is None:
+            counts = {p: c for p, c in tagged.groupBy(PARTITION_PATH).count().collect()}
+            return plan_new_file_groups(counts, sizing, avg)
+        small: dict[str, list[SmallFile]] = {}
+        for bf in fs_view.latest_base_files(sorted(profile.inserts)):
+            if bf.size < sizing.small_file_limit:
+                partition = _partition_of(self.base_path, bf.path)
+                small.setdefault(partition, []).append(SmallFile(partition, bf.file_id, bf.size))
+        return plan_buckets(profile, small, sizing, avg)
+
+    def _execute(self, tagged: DataFrame, settings: TableSettings, op: WriteOperationType, schema: pa.Schema,
+                 plan: BucketPlan, fs_view: FileSystemView, partitions: list[str]) -> HoodieCommitMetadata:
+        meta = self.meta_client
+        timeline = meta.active_timeline
+        instant_time = timeline.new_instant_time()
+        action = op.commit_action
+        requested = timeline.create_requested(action, instant_time, self._requested_content(op))
+        heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
+        try:
+            inflight = timeline.transition_to_inflight(requested, self._inflight_content(op, plan))
+            ctx = self._task_context(instant_time, schema, plan, fs_view, settings)
+            stats = self._run_write_tasks(tagged, plan, ctx)
+            metadata = self._commit_metadata(op, stats, schema, settings, fs_view, partitions)
+            if os.environ.get(_CRASH_HOOK) == "1":
+                os._exit(17)
+            timeline.transition_to_complete(inflight, metadata.to_json_bytes())
+        except BaseException:
+            log.exception("write %s failed; undoing it", instant_time)
+            abort_write(meta, instant_time)
+            raise
+        finally:
+            heartbeat.stop()
+        from storage.write.markers import delete_marker_dir
+
+        delete_marker_dir(meta.storage, meta.marker_dir(instant_time))
+        meta.reload()
+        return metadata
+
+    def _requested_content(self, op: WriteOperationType) -> bytes:
+        if op.commit_action != Action.REPLACE_COMMIT:
+            return b""
+        from storage.avro.container import write_avro_container
+        from storage.avro.models import HOODIE_REQUESTED_REPLACE_METADATA
+
+        return write_avro_container(HOODIE_REQUESTED_REPLACE_METADATA, {
+            "operationType": op.metadata_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1})
+
+    @staticmethod
+    def _inflight_content(op: WriteOperationType, plan: BucketPlan) -> bytes:
+        """The workload profile, as Hudi records it in the inflight file (stats without paths)."""
+        md = HoodieCommitMetadata(operationType=op.metadata_name)
+        for b in plan.buckets:
+            md.add_write_stat(HoodieWriteStat(fileId=b.file_id, path=None, prevCommit=None, partitionPath=b.partition_path,
+                                              numInserts=b.expected_inserts, numUpdateWrites=b.expected_updates))
+        return md.to_json_bytes()
+
+    def _task_context(self, instant_time: str, schema: pa.Schema, plan: BucketPlan, fs_view: FileSystemView,
+                      settings: TableSettings) -> WriteTaskContext:
+        latest = {(s.partition_path, s.file_id): s for s in fs_view.latest_file_slices()}
+        keys = placement_keys(len(plan))
+        targets = {}
+        for b in plan.buckets:
+            slice_ = latest.get((b.partition_path, b.file_id)) if b.bucket_type is BucketType.UPDATE else None
+            base = slice_.base_file if slice_ else None
+            targets[b.bucket_id] = BucketTarget(b.bucket_type, b.partition_path, b.file_id,
+                                                base.path if base else None, base.instant_time if base else "null")
+        c = self.config
+        bloom = {"filter_type": c.get(WK.BLOOM_FILTER_TYPE), "num_entries": c.get(WK.BLOOM_NUM_ENTRIES),
+                 "fpp": c.get(WK.BLOOM_FPP), "max_entries": c.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES)}
+        return WriteTaskContext(
+            base_path=self.base_path, instant_time=instant_time, marker_dir=self.meta_client.marker_dir(instant_time),
+            schema_ipc=serialize_schema(with_meta_columns(schema)), targets=targets,
+            placement={keys[b]: b for b in range(len(plan))},
+            payload=_payload_name(c, self.meta_client.table_config), ordering_field=settings.precombine,
+            bloom_options=bloom, compression=c.get(WK.PARQUET_COMPRESSION_CODEC),
+            row_group_bytes=c.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=settings.populate_meta_fields,
+        )
+
+    def _run_write_tasks(self, tagged: DataFrame, plan: BucketPlan, ctx: WriteTaskContext) -> list[HoodieWriteStat]:
+        if len(plan) == 0:
+            return []
+        keys = {b: k for k, b in ctx.placement.items()}
+        assign = _bucket_assigner(plan, keys)
+        with_u = tagged.withColumn(UNIFORM, F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
+        out_schema = StructType(list(with_u.schema.fields) + [StructField(BUCKET_COLUMN, IntegerType(), False)])
+        assigned = with_u.mapInArrow(assign, out_schema).drop(UNIFORM, LOC_FILE_ID, LOC_PARTITION)
+        assigned = assigned.repartition(len(plan), BUCKET_COLUMN)
+        rows = assigned.groupBy(BUCKET_COLUMN).applyInArrow(write_bucket_udf(ctx), "stat string").collect()
+        return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
+
+    def _commit_metadata(self, op: WriteOperationType, stats: list[HoodieWriteStat], schema: pa.Schema,
+                         settings: TableSettings, fs_view: FileSystemView, partitions: list[str]) -> HoodieCommitMetadata:
+        from storage.avro.schema_converter import arrow_to_avro_schema
+
+        md = HoodieCommitMetadata(operationType=op.metadata_name)
+        md.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(schema, settings.name), separators=(",", ":"))
+        for stat in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
+            md.add_write_stat(stat)
+        if op.is_overwrite:
+            scope = None if op is WriteOperationType.INSERT_OVERWRITE_TABLE else partitions
+            replaced: dict[str, list[str]] = {}
+            written = {(s.partitionPath, s.fileId) for s in stats}
+            for group in fs_view.file_groups():
+                fg = group.file_group_id
+                if (scope is None or fg.partition_path in scope) and (fg.partition_path, fg.file_id) not in written:
+                    replaced.setdefault(fg.partition_path, []).append(fg.file_id)
+            md.partitionToReplaceFileIds = replaced
+        return md
+
+
+def _partition_of(base_path: str, file_path: str) -> str:
+    directory = file_path.rsplit("/", 1)[0]
+    return "" if directory == base_path else directory[len(base_path) + 1:]
+
+
+def _bucket_assigner(plan: BucketPlan, placement_of_bucket: dict[int, int]):
+    """mapInArrow function: the placement key of each record's bucket (updates by file group, inserts by
+    the record key's uniform hash within its partition's insert shares)."""
+    update_keys = plan.update_bucket_of()
+    upd_index = pa.array([f"{p}\x00{f}" for p, f in update_keys], pa.string())
+    upd_place = np.array([placement_of_bucket[b] for b in update_keys.values()], dtype=np.int32)
+    ranges = {p: (np.array([hi for _, hi, _ in r]), np.array([placement_of_bucket[b] for _, _, b in r], dtype=np.int32))
+              for p, r in plan.insert_ranges().items()}
+
+    def assign(batches):
+        for batch in batches:
+            n = batch.num_rows
+            out = np.full(n, -1, dtype=np.int32)
+            part = batch.column(PARTITION_PATH)
+            fid = batch.column(LOC_FILE_ID)
+            has_loc = pc.is_valid(fid).to_numpy(zero_copy_only=False)
+            if has_loc.any():
+                combined = pc.binary_join_element_wise(part, pc.fill_null(fid, ""), "\x00")
+                idx = pc.index_in(combined, value_set=upd_index).to_numpy(zero_copy_only=False)
+                sel = has_loc & ~np.isnan(idx.astype(float))
+                out[sel] = upd_place[idx[sel].astype(np.int64)]
+            if (~has_loc).any():
+                u = batch.column(UNIFORM).to_numpy(zero_copy_only=False)
+                parts = part.to_numpy(zero_copy_only=False)
+                for p in np.unique(parts[~has_loc]):
+                    his, places = ranges[p]
+                    mask = (~has_loc) & (parts == p)
+                    pos = np.minimum(np.searchsorted(his, u[mask], side="right"), len(his) - 1)
+                    out[mask] = places[pos]
+            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(out, pa.int32())],
+                                             names=batch.schema.names + [BUCKET_COLUMN])
+
+    return assign
+
+
+def _plain_error(exc: Exception) -> Exception:
+    text = str(exc)
+    for marker in ("HoodieKeyException:",):
+        if marker in text:
+            line = text[text.index(marker):].splitlines()[0]
+            return HoodieWriteError(line.rstrip(". "))
+    return exc
+
+
+def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options: dict[str, str],
+                    mode: str = "append") -> HoodieCommitMetadata | None:
+    """`df.write.format("hudi").options(...).mode(mode).save(base_path)`."""
+    mode = (mode or "append").lower()
+    exists = HoodieTableMetaClient.exists(base_path)
+    if exists and mode in ("error", "errorifexists", "default"):
+        raise HoodieWriteError(f"table already exists at {base_path} (save mode {mode})")
+    if exists and mode == "ignore":
+        return None
+    operation = None
+    if mode == "overwrite" and exists:
+        operation = WriteOperationType.INSERT_OVERWRITE_TABLE.value
+    return HoodieWriteClient(spark, base_path, options).write(df, operation)

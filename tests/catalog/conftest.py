@@ -1,0 +1,28 @@
+"""Fixtures for the catalog tests: ONE real embedded Hive metastore for the whole test session."""
+from __future__ import annotations
+
+import logging
+import time
+
+import pytest
+
+from catalog.metastore import EmbeddedMetastore, MetastoreClient
+
+log = logging.getLogger(__name__)
+
+
+@pytest.fixture(scope="session")
+def embedded_metastore(tmp_path_factory):
+    """A started `EmbeddedMetastore` on a fresh warehouse; stopped when the session ends."""
+    metastore = EmbeddedMetastore(tmp_path_factory.mktemp("hms-warehouse"))
+    started = time.monotonic()
+    metastore.start()
+    log.info("embedded metastore started in %.1fs at %s", time.monotonic() - started, metastore.uri)
+    yield metastore
+    metastore.stop()
+
+
+@pytest.fixture
+def metastore_client(embedded_metastore):
+    with MetastoreClient(embedded_metastore.uri) as client:
+        yield client

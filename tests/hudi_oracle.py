@@ -1,0 +1,56 @@
+"""hudi-rs (the `hudi` package) as an independent reader, and helpers to compare row sets."""
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+
+import pyarrow as pa
+from hudi import HudiReadOptions, HudiTableBuilder
+
+META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
+        "_hoodie_file_name")
+
+
+def hudi_rs_read(base_path: str, as_of: str | None = None) -> pa.Table:
+    opts = HudiReadOptions()
+    if as_of:
+        opts = opts.with_as_of_timestamp(as_of)
+    table = HudiTableBuilder.from_base_uri(str(base_path)).build()
+    batches = table.read(opts)
+    if not batches:
+        return pa.table({})
+    return pa.Table.from_batches(batches)
+
+
+def _norm(value):
+    if isinstance(value, float):
+        return round(value, 9)
+    if isinstance(value, decimal.Decimal):
+        return str(value.normalize())
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=None).isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return bytes(value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, _norm(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        if value and isinstance(value[0], tuple) and len(value[0]) == 2:  # arrow map as list of pairs
+            return tuple(sorted((k, _norm(v)) for k, v in value))
+        return tuple(_norm(v) for v in value)
+    return value
+
+
+def rows(records: list[dict], columns: list[str] | None = None, drop_meta: bool = True) -> list[tuple]:
+    out = []
+    for rec in records:
+        keys = columns or sorted(k for k in rec if not (drop_meta and k in META))
+        out.append(tuple((k, _norm(rec.get(k))) for k in keys))
+    return sorted(out, key=repr)
+
+
+def spark_rows(df, columns: list[str] | None = None, drop_meta: bool = True) -> list[tuple]:
+    return rows([r.asDict(recursive=True) for r in df.collect()], columns, drop_meta)
+
+
+def arrow_rows(table: pa.Table, columns: list[str] | None = None, drop_meta: bool = True) -> list[tuple]:
+    return rows(table.to_pylist(), columns, drop_meta)
