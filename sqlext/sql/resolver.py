@@ -87,6 +87,12 @@ class TableResolver(Protocol):
     def unregister(self, ref: HudiTableRef) -> None:
         """Forget a registered table (no-op for managed locations)."""
 
+    def refresh(self, ref: HudiTableRef) -> None:
+        """The table's schema or properties changed (ALTER TABLE): bring the catalog entry in line."""
+
+    def rename(self, ref: HudiTableRef, new_name: TableName) -> HudiTableRef:
+        """ALTER TABLE ... RENAME TO: the catalog entry moves to `new_name` (the data stays where it is)."""
+
     def database_exists(self, db: str) -> bool: ...
 
     def use(self, db: str) -> None:
@@ -204,3 +210,13 @@ class WarehouseResolver:
     def unregister(self, ref: HudiTableRef) -> None:
         if ref.db is not None:
             self.registry.remove(ref.db, ref.name)
+
+    def refresh(self, ref: HudiTableRef) -> None:
+        """Nothing to do: the warehouse layout keeps no copy of the schema or properties."""
+
+    def rename(self, ref: HudiTableRef, new_name: TableName) -> HudiTableRef:
+        """The data stays at its path; the new name is registered at that explicit location."""
+        new_ref = HudiTableRef(name=new_name.name, db=new_name.db or ref.db or self.current_database, path=ref.path)
+        self.unregister(ref)
+        self.registry.put(new_ref)
+        return new_ref

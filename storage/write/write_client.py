@@ -47,6 +47,7 @@ from storage.write.handle import (
     serialize_schema,
     write_bucket_udf,
 )
+from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 from storage.write.heartbeat import Heartbeat
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import (
@@ -173,6 +174,7 @@ class HoodieWriteClient:
         self.base_path = normalize_base_path(base_path)
         self.config = HoodieConfig.of(options)
         self.meta_client = HoodieTableMetaClient.load(self.base_path) if HoodieTableMetaClient.exists(self.base_path) else None
+        self.callback_failures: list[tuple[str, Exception]] = []
 
     # -- entry point -----------------------------------------------------------------------------
     def write(self, df: DataFrame, operation: str | None = None) -> HoodieCommitMetadata | None:
@@ -369,6 +371,8 @@ class HoodieWriteClient:
 
         delete_marker_dir(meta.storage, meta.marker_dir(instant_time))
         meta.reload()
+        self.callback_failures = fire_commit_callbacks(CommitEvent(
+            self.base_path, settings.name, instant_time, action, op.metadata_name, dict(self.config.items())))
         return metadata
 
     def _requested_content(self, op: WriteOperationType) -> bytes:
