@@ -103,7 +103,11 @@ class KeyGenerator:
     def _segment(self, name: str, value: Column) -> Column:
         value = F.when(value.isNull() | (value == ""), F.lit(HIVE_DEFAULT_PARTITION)).otherwise(value)
         if self.url_encode:
-            value = F.url_encode(value)
+            value = escape_path_name(value)
+        # a ".." segment would let a data value write files outside the table
+        value = F.when(value.rlike(r"(^|/)\.\.(/|$)"), F.raise_error(F.concat(
+            F.lit(f"HoodieKeyException: partition field '{name}' value '"), value,
+            F.lit("' contains a '..' path segment")))).otherwise(value)
         return F.concat(F.lit(f"{name}="), value) if self.hive_style else value
 
     def _timestamp_value(self, name: str) -> Column:
@@ -128,6 +132,20 @@ class KeyGenerator:
     def required_fields(self) -> list[str]:
         parts = [spec.partition(":")[0] for spec in self.partition_fields] if self.keygen_type != "NON_PARTITION" else []
         return list(dict.fromkeys(self.record_key_fields + parts))
+
+
+# Hive's escapePathName (what `hoodie.datasource.write.partitionpath.urlencode` applies): these characters
+# become %XX (upper-case hex); everything else, including spaces and non-ASCII, stays as it is
+_ESCAPED_CHARS = [chr(c) for c in range(1, 0x20)] + ['"', "#", "'", "*", "/", ":", "=", "?", "\\", "\x7f",
+                                                      "{", "[", "]", "^"]
+_NEEDS_ESCAPE = "[" + "".join(f"\\x{{{ord(c):02X}}}" for c in ["%"] + _ESCAPED_CHARS) + "]"
+
+
+def escape_path_name(value: Column) -> Column:
+    escaped = F.replace(value, F.lit("%"), F.lit("%25"))  # first, so the escapes below are not re-escaped
+    for char in _ESCAPED_CHARS:
+        escaped = F.replace(escaped, F.lit(char), F.lit(f"%{ord(char):02X}"))
+    return F.when(value.rlike(_NEEDS_ESCAPE), escaped).otherwise(value)
 
 
 def _quote(name: str) -> str:
