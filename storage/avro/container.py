@@ -16,6 +16,7 @@ from typing import Any
 
 import fastavro
 
+from storage.avro.encoding import encode_bytes, encode_long
 from storage.avro.schema_converter import avro_schema_to_json
 
 logger = logging.getLogger(__name__)
@@ -101,31 +102,18 @@ def _check_union(branches: list[Any], datum: Any, named: dict[str, dict[str, Any
 
 def _header(schema_json: str, sync: bytes) -> bytes:
     meta = (
-        _zigzag_long(1)  # one metadata entry: avro.schema
-        + _length_prefixed(SCHEMA_KEY.encode("utf-8"))
-        + _length_prefixed(schema_json.encode("utf-8"))
-        + _zigzag_long(0)  # end of map
+        encode_long(1)  # one metadata entry: avro.schema
+        + encode_bytes(SCHEMA_KEY.encode("utf-8"))
+        + encode_bytes(schema_json.encode("utf-8"))
+        + encode_long(0)  # end of map
     )
     return MAGIC + meta + sync
 
 
 def _block(datum: bytes, sync: bytes) -> bytes:
-    return _zigzag_long(1) + _zigzag_long(len(datum)) + datum + sync  # record count, byte size
+    return encode_long(1) + encode_long(len(datum)) + datum + sync  # record count, byte size
 
 
-def _zigzag_long(value: int) -> bytes:
-    """Avro's variable-length zig-zag encoding of a long."""
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _length_prefixed(value: bytes) -> bytes:
-    return _zigzag_long(len(value)) + value
 
 
 # ----------------------------------------------------------------------------------------------- reading

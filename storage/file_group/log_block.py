@@ -22,6 +22,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from storage.avro.encoding import encode_bytes, encode_long
 from storage.avro.schema_converter import (
     add_meta_fields,
     arrow_to_avro_schema,
@@ -367,9 +368,9 @@ _CONTAINER_SYNC = b"hudi-log-block!!"  # any 16 bytes: the container only lives 
 
 
 def _avro_container(schema_json: str, datums: bytes, count: int) -> bytes:
-    meta = (_avro_long(2) + _avro_bytes(b"avro.schema") + _avro_bytes(schema_json.encode("utf-8"))
-            + _avro_bytes(b"avro.codec") + _avro_bytes(b"null") + _avro_long(0))
-    block = _avro_long(count) + _avro_long(len(datums)) + datums + _CONTAINER_SYNC if count else b""
+    meta = (encode_long(2) + encode_bytes(b"avro.schema") + encode_bytes(schema_json.encode("utf-8"))
+            + encode_bytes(b"avro.codec") + encode_bytes(b"null") + encode_long(0))
+    block = encode_long(count) + encode_long(len(datums)) + datums + _CONTAINER_SYNC if count else b""
     return b"Obj\x01" + meta + _CONTAINER_SYNC + block
 
 
@@ -385,19 +386,6 @@ def _arrow_schema(schema_json: str) -> pa.Schema | None:
 # ----------------------------------------------------------------------------------------------- avro primitives
 
 
-def _avro_long(value: int) -> bytes:
-    """Avro zig-zag varint."""
-    n = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while n & ~0x7F:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _avro_bytes(raw: bytes) -> bytes:
-    return _avro_long(len(raw)) + raw
 
 
 class _AvroDecoder:
@@ -534,7 +522,7 @@ def _as_delete_record(record: DeleteRecord | tuple) -> DeleteRecord:
 def encode_delete_records(records: Iterable[DeleteRecord]) -> bytes:
     items = [_encode_delete_record(r) for r in records]
     # Java's encoder writes the whole array as one block: count, items, then the 0 terminator
-    datum = (_avro_long(len(items)) + b"".join(items) if items else b"") + _avro_long(0)
+    datum = (encode_long(len(items)) + b"".join(items) if items else b"") + encode_long(0)
     return _INT32.pack(CONTENT_VERSION) + _INT32.pack(len(datum)) + datum
 
 
@@ -544,7 +532,7 @@ def _encode_delete_record(record: DeleteRecord) -> bytes:
 
 
 def _encode_nullable_string(value: str | None) -> bytes:
-    return _avro_long(0) if value is None else _avro_long(1) + _avro_bytes(str(value).encode("utf-8"))
+    return encode_long(0) if value is None else encode_long(1) + encode_bytes(str(value).encode("utf-8"))
 
 
 def _encode_ordering_value(value: Any, arrow_type: pa.DataType | None) -> bytes:
@@ -552,9 +540,9 @@ def _encode_ordering_value(value: Any, arrow_type: pa.DataType | None) -> bytes:
         arrow_type = arrow_type or value.type
         value = value.as_py()
     if value is None:
-        return _avro_long(_Branch.NULL)
+        return encode_long(_Branch.NULL)
     branch = _branch_for(arrow_type if arrow_type is not None else _infer_arrow_type(value))
-    return _avro_long(branch) + _BRANCH_ENCODERS[branch](value)
+    return encode_long(branch) + _BRANCH_ENCODERS[branch](value)
 
 
 def _infer_arrow_type(value: Any) -> pa.DataType:
@@ -594,14 +582,14 @@ def _encode_int(value: Any) -> bytes:
     value = int(value)
     if not -(2**31) <= value < 2**31:
         raise ValueError(f"ordering value {value} does not fit an Avro int")
-    return _avro_long(value)
+    return encode_long(value)
 
 
 def _encode_long(value: Any) -> bytes:
     value = int(value)
     if not -(2**63) <= value < 2**63:
         raise ValueError(f"ordering value {value} does not fit an Avro long")
-    return _avro_long(value)
+    return encode_long(value)
 
 
 def _encode_decimal(value: Any) -> bytes:
@@ -611,7 +599,7 @@ def _encode_decimal(value: Any) -> bytes:
         raise ValueError(f"ordering value {value} does not fit decimal({_DECIMAL_PRECISION},{_DECIMAL_SCALE})")
     # minimal two's complement, as Java's BigInteger.toByteArray
     size = ((unscaled if unscaled >= 0 else ~unscaled).bit_length() + 8) // 8
-    return _avro_bytes(unscaled.to_bytes(size, "big", signed=True))
+    return encode_bytes(unscaled.to_bytes(size, "big", signed=True))
 
 
 def _days(value: Any) -> int:
@@ -637,8 +625,8 @@ _BRANCH_ENCODERS: dict[_Branch, Callable[[Any], bytes]] = {
     _Branch.LONG: _encode_long,
     _Branch.FLOAT: lambda v: struct.pack("<f", float(v)),
     _Branch.DOUBLE: lambda v: struct.pack("<d", float(v)),
-    _Branch.BYTES: lambda v: _avro_bytes(bytes(v)),
-    _Branch.STRING: lambda v: _avro_bytes(str(v).encode("utf-8")),
+    _Branch.BYTES: lambda v: encode_bytes(bytes(v)),
+    _Branch.STRING: lambda v: encode_bytes(str(v).encode("utf-8")),
     _Branch.DECIMAL: _encode_decimal,
     _Branch.DATE: lambda v: _encode_int(_days(v)),
     _Branch.TIME_MILLIS: lambda v: _encode_int(v if isinstance(v, int) else _time_micros(v) // 1000),
