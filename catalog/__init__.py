@@ -6,16 +6,30 @@ generated hive-site.xml under ``<warehouse>/.metastore``) and reused by later se
 runs. With ``hive.metastore.uris`` configured, that metastore is used and nothing is started.
 
 Public API:
+    start_metastore(warehouse=None) -> uri     start (or reuse) the embedded metastore of a warehouse
+    stop_metastore(warehouse=None) -> bool     stop it (False when none ran)
+    metastore_status(warehouse=None) -> dict   running, pid, port, uri, warehouse, log_file, ...
+        (warehouse defaults to ./spark-warehouse, as sqlext.session(); `sqlext metastore start|stop|status`)
     EmbeddedMetastore(warehouse_dir)    start() -> uri, stop(), status() -> dict, uri
     resolve_metastore(conf, warehouse)  -> thrift URI (configured, or embedded started/reused)
     MetastoreClient(uri)                lazy, reconnecting wrapper over hmsclient.HMSClient
     MetastoreError, MetastoreUnavailableError, MetastoreStartError
     ttypes                              the HMS thrift types (Table, Partition, StorageDescriptor, ...)
+
+Table registration (catalog.hoodie_catalog_table): register_table / refresh_table / unregister_table /
+rename_table(client, db, name, ...) build the metastore entry from the table's hoodie.properties and schema.
+
+Hive sync (catalog.hive_sync), as Apache Hudi's HiveSyncTool:
+    sync_table(base_path, uri, options, database=, table=, full=False) -> SyncReport   (CALL hive_sync)
+    use_metastore(uri)        post-commit sync on by default (hoodie.datasource.hive_sync.enable)
+    last_sync_report(base_path), sync_failures()   what the last sync of a table did / which failed
 """
+from pathlib import Path
 from hmsclient.genthrift.hive_metastore import ttypes
 
 from catalog.metastore import (
     URI_CONF_KEYS,
+    default_warehouse,
     EmbeddedMetastore,
     MetastoreClient,
     MetastoreError,
@@ -26,7 +40,25 @@ from catalog.metastore import (
     resolve_metastore,
 )
 
+
+
+def start_metastore(warehouse: str | Path | None = None) -> str:
+    return EmbeddedMetastore(warehouse or default_warehouse()).start()
+
+
+def stop_metastore(warehouse: str | Path | None = None) -> bool:
+    return EmbeddedMetastore(warehouse or default_warehouse()).stop()
+
+
+def metastore_status(warehouse: str | Path | None = None) -> dict:
+    return EmbeddedMetastore(warehouse or default_warehouse()).status()
+
+
 __all__ = [
+    "default_warehouse",
+    "start_metastore",
+    "stop_metastore",
+    "metastore_status",
     "URI_CONF_KEYS",
     "EmbeddedMetastore",
     "MetastoreClient",

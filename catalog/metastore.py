@@ -261,9 +261,15 @@ class MetastoreClient:
     def create_table(self, table: Table) -> None:
         self._call(lambda c: c.create_table(table))
 
-    def alter_table(self, db: str, name: str, table: Table) -> None:
-        """Replace the definition of `db.name` with `table` (a different name in `table` renames)."""
-        self._call(lambda c: c.alter_table(db, name, table))
+    def alter_table(self, db: str, name: str, table: Table, *, cascade: bool = False) -> None:
+        """Replace the definition of `db.name` with `table` (a different name in `table` renames).
+
+        `cascade` also applies column changes to every partition's storage descriptor (Hive readers use a
+        partition's own columns, so a synced column change must reach them)."""
+        if cascade:
+            self._call(lambda c: c.alter_table_with_cascade(db, name, table, True))
+        else:
+            self._call(lambda c: c.alter_table(db, name, table))
 
     def drop_table(self, db: str, name: str, delete_data: bool = False) -> bool:
         """Drop a table; returns False when it did not exist. External tables never lose data."""
@@ -286,6 +292,11 @@ class MetastoreClient:
             return self._call(lambda c: c.drop_partition(db, table, values, delete_data))
         except NoSuchObjectException:
             return False
+
+    def alter_partitions(self, db: str, table: str, partitions: list[Partition]) -> None:
+        """Replace the definitions (e.g. the location) of existing partitions."""
+        if partitions:
+            self._call(lambda c: c.alter_partitions(db, table, partitions))
 
     def get_partitions(self, db: str, table: str, max_parts: int = -1) -> list[Partition]:
         return self._call(lambda c: c.get_partitions(db, table, max_parts))
@@ -778,6 +789,11 @@ def configured_metastore_uri(conf: Mapping[str, str] | None) -> str | None:
         if value and str(value).strip():
             return str(value).strip()
     return None
+
+
+def default_warehouse() -> Path:
+    """The warehouse sqlext uses when none is given: ./spark-warehouse."""
+    return (Path.cwd() / "spark-warehouse").absolute()
 
 
 def resolve_metastore(conf: Mapping[str, str] | None, warehouse_dir: Path | str) -> str:

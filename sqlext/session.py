@@ -1,11 +1,29 @@
-"""`sqlext.session()`: a SparkSession ready for Hudi tables, local by default."""
+"""`sqlext.session()`: a SparkSession ready for Hudi tables, local by default, attached to a Hive Metastore.
+
+Which metastore (first match):
+1. the `metastore` argument: ``thrift://host:port[,...]`` (nothing is started), ``"embedded"``, or
+   ``False`` / ``"none"`` for no metastore (Spark's in-memory catalog, tables found in the warehouse only);
+2. ``hive.metastore.uris`` / ``spark.hadoop.hive.metastore.uris`` in `conf`, or ``$HIVE_METASTORE_URIS``;
+3. the embedded metastore of the warehouse (catalog.EmbeddedMetastore: started on first use, reused by
+   later sessions and processes while it runs).
+
+With a metastore, Spark runs with Hive support on the same metastore (so plain Spark SQL sees every table the
+SQL front end registers), the SQL front end is installed with a `MetastoreResolver`, and Hive sync runs after
+each commit unless ``hoodie.datasource.hive_sync.enable=false``. An unreachable metastore fails here with an
+error naming its URI; a metastore that dies later is reconnected to (the embedded one restarted) on the
+next catalog call.
+"""
 from __future__ import annotations
 
+import logging
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+log = logging.getLogger(__name__)
 
 DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
@@ -15,19 +33,94 @@ DEFAULT_CONF = {
     "spark.ui.showConsoleProgress": "true",
     "spark.sql.parquet.enableVectorizedReader": "true",
 }
+METASTORE_ENV = "HIVE_METASTORE_URIS"
+EMBEDDED = "embedded"
+
+
+@dataclass
+class SessionCatalog:
+    """What `session()` attached: the metastore URI, the embedded metastore (None when external) and the
+    resolver installed in the SQL front end. Kept as `spark._sqlext_catalog`."""
+
+    uri: str | None
+    embedded: object | None  # catalog.EmbeddedMetastore
+    resolver: object          # sqlext.sql.resolver.TableResolver
+    warehouse: str
+
+
+def default_warehouse() -> Path:
+    from catalog.metastore import default_warehouse as catalog_default
+
+    return catalog_default()
 
 
 def session(master: str | None = None, warehouse: str | os.PathLike | None = None, app_name: str = "sqlext",
-            conf: dict[str, str] | None = None) -> SparkSession:
-    """A SparkSession (reused when one runs) with `format("hudi")` on its readers and writers."""
+            conf: dict[str, str] | None = None, metastore: str | bool | None = None) -> SparkSession:
+    """A SparkSession (reused when one runs) with `format("hudi")`, the Hudi SQL front end and a metastore."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from sqlext.datasource import install
 
     install()
-    warehouse_dir = Path(warehouse or Path.cwd() / "spark-warehouse").absolute()
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+    warehouse_dir = Path(warehouse or default_warehouse()).absolute()
     settings = {**DEFAULT_CONF, "spark.sql.warehouse.dir": str(warehouse_dir), **(conf or {})}
+    uri, embedded = _metastore(metastore, settings, warehouse_dir)
+    if uri is not None:
+        settings["spark.sql.catalogImplementation"] = "hive"
+        settings["spark.hadoop.hive.metastore.uris"] = uri
+        settings.pop("hive.metastore.uris", None)
+    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER", "local[*]"))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    return builder.getOrCreate()
+    spark = builder.getOrCreate()
+    _attach(spark, uri, embedded, str(warehouse_dir))
+    return spark
+
+
+def _metastore(metastore: str | bool | None, settings: dict[str, str], warehouse_dir: Path):
+    """(uri, EmbeddedMetastore or None); (None, None) when no metastore is wanted. Checks reachability."""
+    # submodules, not the package: an editable install made before catalog/__init__.py existed maps `catalog`
+    # as a namespace package outside the repository
+    from catalog.metastore import EmbeddedMetastore, MetastoreClient, configured_metastore_uri, parse_metastore_uris
+
+    if metastore is False or (isinstance(metastore, str) and metastore.lower() in ("none", "false", "off")):
+        return None, None
+    if isinstance(metastore, str) and metastore.lower() != EMBEDDED:
+        uri = metastore
+    elif metastore is None:
+        uri = configured_metastore_uri(settings) or os.environ.get(METASTORE_ENV) or None
+    else:
+        uri = None
+    if uri:
+        parse_metastore_uris(uri)  # malformed: ValueError naming it
+        with MetastoreClient(uri, connect_timeout_s=5.0) as client:
+            client.get_all_databases()  # unreachable: MetastoreUnavailableError naming the URI
+        return uri, None
+    embedded = EmbeddedMetastore(warehouse_dir)
+    return embedded.start(), embedded
+
+
+def _attach(spark: SparkSession, uri: str | None, embedded, warehouse: str) -> None:
+    from catalog import hive_sync
+    from catalog.metastore import MetastoreClient
+    from sqlext.sql import WarehouseResolver, install
+
+    if uri is None:
+        resolver = WarehouseResolver(warehouse, spark.catalog.currentDatabase)
+    else:
+        if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
+            log.warning("the running SparkSession has no Hive support (catalogImplementation is static): "
+                        "tables are registered in %s, but plain Spark SQL of this session will not see them", uri)
+        else:
+            spark_uri = spark.sparkContext.getConf().get("spark.hadoop.hive.metastore.uris", None)
+            if spark_uri and spark_uri != uri:
+                log.warning("the running SparkSession is attached to metastore %s (static); the SQL front end "
+                            "uses %s", spark_uri, uri)
+        from sqlext.sql.metastore_resolver import MetastoreResolver
+
+        reviver = embedded.start if embedded is not None else None
+        client = MetastoreClient(uri, reviver=reviver)
+        resolver = MetastoreResolver(client, spark.catalog.currentDatabase, warehouse)
+    install(spark, resolver)
+    hive_sync.use_metastore(uri)
+    spark._sqlext_catalog = SessionCatalog(uri, embedded, resolver, warehouse)

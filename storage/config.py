@@ -173,3 +173,44 @@ def _to_text(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return ",".join(str(v) for v in value)
     return str(value)
+
+
+class HiveSyncConfigKeys:
+    """Apache Hudi's Hive sync options (`HiveSyncConfigHolder` / `HoodieSyncConfig`), used by catalog/.
+
+    Deviations: ENABLE has no fixed default here (on when a metastore is in use, see catalog.hive_sync);
+    SUPPORT_TIMESTAMP defaults to true, as Hudi's Spark SQL writer sets it."""
+
+    ENABLE = _prop("hoodie.datasource.hive_sync.enable", None, parse_bool, "hoodie.datasource.meta.sync.enable")
+    MODE = _prop("hoodie.datasource.hive_sync.mode", "hms", str)
+    METASTORE_URIS = _prop("hoodie.datasource.hive_sync.metastore.uris", None, str)
+    DATABASE = _prop("hoodie.datasource.hive_sync.database", None, str)
+    TABLE = _prop("hoodie.datasource.hive_sync.table", None, str)
+    BASE_FILE_FORMAT = _prop("hoodie.datasource.hive_sync.base_file_format", "PARQUET", str)
+    PARTITION_FIELDS = _prop("hoodie.datasource.hive_sync.partition_fields", None, parse_list)
+    PARTITION_EXTRACTOR_CLASS = _prop("hoodie.datasource.hive_sync.partition_extractor_class", None, str)
+    SKIP_RO_SUFFIX = _prop("hoodie.datasource.hive_sync.skip_ro_suffix", False, parse_bool)
+    AUTO_CREATE_DATABASE = _prop("hoodie.datasource.hive_sync.auto_create_database", True, parse_bool)
+    SYNC_AS_DATASOURCE = _prop("hoodie.datasource.hive_sync.sync_as_datasource", True, parse_bool)
+    SCHEMA_STRING_LENGTH_THRESHOLD = _prop("hoodie.datasource.hive_sync.schema_string_length_thresh", 4000, int)
+    SUPPORT_TIMESTAMP = _prop("hoodie.datasource.hive_sync.support_timestamp", True, parse_bool)
+    CREATE_MANAGED_TABLE = _prop("hoodie.datasource.hive_sync.create_managed_table", False, parse_bool)
+    TABLE_PROPERTIES = _prop("hoodie.datasource.hive_sync.table_properties", None, str)
+    SERDE_PROPERTIES = _prop("hoodie.datasource.hive_sync.serde_properties", None, str)
+    OMIT_METADATA_FIELDS = _prop("hoodie.datasource.hive_sync.omit_metadata_fields", False, parse_bool)
+    CONDITIONAL_SYNC = _prop("hoodie.datasource.meta_sync.condition.sync", False, parse_bool)
+    SPARK_VERSION = _prop("hoodie.meta_sync.spark.version", None, str)
+
+
+class CompactionConfigKeys:
+    """Apache Hudi's compaction options (`HoodieCompactionConfig`), used by storage/table_service/compaction.py."""
+
+    INLINE_COMPACT = _prop("hoodie.compact.inline", False, parse_bool)
+    SCHEDULE_INLINE_COMPACT = _prop("hoodie.compact.schedule.inline", False, parse_bool)
+    INLINE_TRIGGER_STRATEGY = _prop("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS", str)
+    INLINE_MAX_DELTA_COMMITS = _prop("hoodie.compact.inline.max.delta.commits", 5, int)
+    INLINE_MAX_DELTA_SECONDS = _prop("hoodie.compact.inline.max.delta.seconds", 3600, int)
+    STRATEGY = _prop("hoodie.compaction.strategy",
+                     "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy", str)
+    TARGET_IO = _prop("hoodie.compaction.target.io", 512000, int)  # MB, as Hudi
+    LOGFILE_SIZE_THRESHOLD = _prop("hoodie.compaction.logfile.size.threshold", 0, int)

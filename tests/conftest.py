@@ -28,15 +28,33 @@ def fixture_table(fixtures_cache):
 
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
-    """One local SparkSession for the whole test session."""
+    """One local SparkSession for the whole test session, attached (Hive support) to ONE real embedded Hive
+    metastore started for this test session, with the Hudi SQL front end installed (metastore resolver).
+
+    Post-commit Hive sync is off in this shared session (`hoodie.datasource.hive_sync.enable=false`) so tests
+    that write many tables do not fill the metastore; the catalog tests switch it on where they test it."""
     import sqlext
 
+    warehouse = tmp_path_factory.mktemp("warehouse")
     session = sqlext.session(
         master="local[2]",
-        warehouse=tmp_path_factory.mktemp("warehouse"),
+        warehouse=warehouse,
         conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-              "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g"},
+              "spark.ui.showConsoleProgress": "false", "spark.driver.memory": "2g",
+              "hoodie.datasource.hive_sync.enable": "false"},
     )
     session.sparkContext.setLogLevel("ERROR")
+    catalog = getattr(session, "_sqlext_catalog", None)
+    # sessions started by subprocesses of tests use this metastore instead of starting (and leaving behind)
+    # an embedded one of their own
+    previous = os.environ.get("HIVE_METASTORE_URIS")
+    if catalog is not None and catalog.uri:
+        os.environ["HIVE_METASTORE_URIS"] = catalog.uri
     yield session
+    if previous is None:
+        os.environ.pop("HIVE_METASTORE_URIS", None)
+    else:
+        os.environ["HIVE_METASTORE_URIS"] = previous
     session.stop()
+    if catalog is not None and catalog.embedded is not None:
+        catalog.embedded.stop()

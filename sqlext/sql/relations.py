@@ -77,6 +77,8 @@ def _view_node(node: exp.Table, view: str, alias: str | None) -> exp.Table:
 def _snapshot(ctx, node: exp.Table, ref: HudiTableRef) -> DataFrame:
     table = HudiTable.load(ref)
     options = time_travel_options(ctx, node, table)
+    if ref.query_type:  # <t>_ro reads read-optimized, <t>_rt the realtime (snapshot) view
+        options = {**(options or {}), "hoodie.datasource.query.type": ref.query_type}
     pf = _pruning(node, table)
     return table.snapshot(ctx.spark, options, pf)
 

@@ -55,13 +55,20 @@ class TableName:
         return f"{self.db}.{self.name}" if self.db else self.name
 
 
+READ_OPTIMIZED = "read_optimized"
+SNAPSHOT = "snapshot"
+SUFFIX_QUERY_TYPES = {"_ro": READ_OPTIMIZED, "_rt": SNAPSHOT}  # Hive sync's views of a MOR table
+
+
 @dataclass(frozen=True)
 class HudiTableRef:
-    """A resolved Hudi table: its name (db None for the path form) and base path."""
+    """A resolved Hudi table: its name (db None for the path form) and base path. `query_type` is set for the
+    `<t>_ro` / `<t>_rt` views Hive sync makes of a MOR table: reads of the ref use that query type."""
 
     name: str
     db: str | None
     path: str
+    query_type: str | None = None
 
     @property
     def qualified_name(self) -> str:
@@ -107,6 +114,13 @@ def is_hudi_table(path: str) -> bool:
     try:
         return HoodieTableMetaClient.exists(path)
     except OSError:
+        return False
+
+
+def is_mor_table(path: str) -> bool:
+    try:
+        return HoodieTableMetaClient.load(path).table_config.is_mor
+    except Exception:
         return False
 
 
@@ -198,7 +212,19 @@ class WarehouseResolver:
                 return registered
             log.warning("registered table %s.%s has no Hudi table at %s", db, name.name, registered.path)
         managed = self.location_for(TableName(name.name, db))
-        return managed if is_hudi_table(managed.path) else None
+        if is_hudi_table(managed.path):
+            return managed
+        return self._synced_view(name, db)
+
+    def _synced_view(self, name: TableName, db: str) -> HudiTableRef | None:
+        """`<t>_ro` / `<t>_rt` of a MOR table `<t>` (what Hive sync names them), without a metastore."""
+        query_type = SUFFIX_QUERY_TYPES.get(name.name[-3:])
+        if query_type is None or len(name.name) <= 3:
+            return None
+        base = self.resolve(TableName(name.name[:-3], db))
+        if base is None or base.query_type is not None or not is_mor_table(base.path):
+            return None
+        return HudiTableRef(name.name, db, base.path, query_type)
 
     def register(self, ref: HudiTableRef) -> None:
         if ref.db is None:

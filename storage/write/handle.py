@@ -33,12 +33,21 @@ PAYLOAD_DEFAULT = "DefaultHoodieRecordPayload"
 
 
 @dataclass(frozen=True)
+class LogTarget:
+    """Merge-on-read append target: the file slice (base instant) and the log version to create."""
+
+    base_instant: str
+    version: int
+
+
+@dataclass(frozen=True)
 class BucketTarget:
     bucket_type: BucketType
     partition_path: str
     file_id: str
     base_file_path: str | None  # latest base file of the group, for UPDATE buckets
     prev_commit: str
+    log: LogTarget | None = None  # set for merge-on-read UPDATE buckets: append to logs instead of merging
 
 
 @dataclass
@@ -57,6 +66,8 @@ class WriteTaskContext:
     compression: str = "snappy"
     row_group_bytes: int = 128 * 1024 * 1024
     populate_meta_fields: bool = True
+    avro_schema_json: str | None = None  # table Avro schema with meta fields (merge-on-read log blocks)
+    data_block_max_size: int = 256 * 1024 * 1024
 
     @property
     def schema(self) -> pa.Schema:
@@ -149,6 +160,8 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     started = time.time()
     placement = incoming.column(BUCKET_COLUMN)[0].as_py()
     target = ctx.targets[ctx.placement[placement]]
+    if target.log is not None:
+        return append_bucket(incoming, ctx, target, started)
     schema = ctx.schema
     partition_id, stage_id, attempt_id = _task_ids()
     file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
@@ -206,3 +219,72 @@ def write_bucket_udf(ctx: WriteTaskContext):
         return pa.table({"stat": [json.dumps(stat.to_json_dict())]})
 
     return run
+
+
+# ----------------------------------------------------------------------------------------------- append handle
+
+
+def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget, started: float) -> HoodieWriteStat:
+    """Merge-on-read append handle: the bucket's upserts as Avro data blocks and its deletes as a delete block,
+    in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
+    from storage.file_group.log_block import AvroDataBlock, DeleteBlock, DeleteRecord
+    from storage.file_group.log_format import HoodieLogFormatWriter
+    from storage.fs_utils import make_log_file_name
+
+    schema = ctx.schema
+    partition_id, stage_id, attempt_id = _task_ids()
+    token = make_write_token(partition_id, stage_id, attempt_id)
+    log_name = make_log_file_name(target.file_id, target.log.base_instant, target.log.version, token)
+    data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
+    if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
+        data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
+    writes, delete_keys = _split_deletes(data)
+    deletes = data.filter(pc.is_in(data.column(RECORD_KEY), delete_keys)) if len(delete_keys) else data.slice(0, 0)
+    # records in logs carry the file id as their file name, as Hudi's append handle stamps them
+    rows = _stamp(align_to_schema(writes, schema), ctx, target.file_id, partition_id)
+    storage = HoodieStorage()
+    write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
+    create_marker(storage, ctx.marker_dir, target.partition_path, log_name, IOType.APPEND)
+    path = join_path(ctx.base_path, target.partition_path, log_name)
+    blocks = []
+    if rows.num_rows:
+        blocks.append(AvroDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time))
+    if deletes.num_rows:
+        ordering = deletes.column(ctx.ordering_field) if ctx.ordering_field in deletes.column_names else None
+        keys = deletes.column(RECORD_KEY).to_pylist()
+        values = ordering.to_pylist() if ordering is not None else [None] * len(keys)
+        otype = ordering.type if ordering is not None else None
+        blocks.append(DeleteBlock.from_records(
+            [DeleteRecord(k, target.partition_path, v, otype if v is not None else None) for k, v in zip(keys, values)],
+            ctx.instant_time, ctx.avro_schema_json))
+    with HoodieLogFormatWriter(path, data_block_max_size=ctx.data_block_max_size) as writer:
+        results = writer.append_blocks(blocks)
+    size = storage_size(path)
+    took = int((time.time() - started) * 1000)
+    rel = f"{target.partition_path}/{log_name}" if target.partition_path else log_name
+    base_name = target.base_file_path.rsplit("/", 1)[-1] if target.base_file_path else ""
+    return HoodieWriteStat(
+        fileId=target.file_id,
+        path=rel,
+        prevCommit=target.log.base_instant,
+        numWrites=rows.num_rows,
+        numDeletes=deletes.num_rows,
+        numUpdateWrites=rows.num_rows,
+        numInserts=0,
+        totalWriteBytes=size,
+        partitionPath=target.partition_path,
+        totalLogRecords=rows.num_rows + deletes.num_rows,
+        totalLogBlocks=len(results),
+        fileSizeInBytes=size,
+        runtimeStats=RuntimeStats(0, 0, took),
+        logVersion=target.log.version,
+        logOffset=0,
+        baseFile=base_name,
+        logFiles=[log_name],
+    )
+
+
+def storage_size(path: str) -> int:
+    import os
+
+    return os.path.getsize(path)

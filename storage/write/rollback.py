@@ -7,10 +7,11 @@ HoodieRollbackMetadata) completes the rollback, and the failed instant's files l
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 
-from storage.fs_utils import file_id_of, join_path
+from storage.fs_utils import file_id_of, join_path, parse_log_file_name
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant
 from storage.write.heartbeat import is_writer_alive
@@ -25,6 +26,7 @@ class RollbackRequest:
     file_id: str
     latest_base_instant: str
     files_to_delete: list[str] = field(default_factory=list)
+    log_blocks_to_roll_back: dict[str, int] = field(default_factory=dict)  # log path -> size (merge-on-read)
 
 
 def failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
@@ -37,12 +39,19 @@ def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) ->
     """One request per file group touched by the failed instant, listing the files its markers name."""
     by_group: dict[tuple[str, str], RollbackRequest] = {}
     for marker in list_markers(meta_client.marker_dir(instant.timestamp)):
-        if marker.io_type == IOType.APPEND:
-            continue  # log appends are undone by a rollback command block (merge-on-read)
         file_id = file_id_of(marker.file_name) or ""
+        path = join_path(meta_client.base_path, marker.partition_path, marker.file_name)
+        if marker.io_type == IOType.APPEND:
+            # log appends are undone by a rollback command block (merge-on-read, spec §6.4)
+            parsed = parse_log_file_name(marker.file_name)
+            req = by_group.setdefault((marker.partition_path, file_id), RollbackRequest(
+                marker.partition_path, file_id, parsed.instant_time if parsed else instant.timestamp))
+            if meta_client.storage.exists(path):
+                req.log_blocks_to_roll_back[path] = os.path.getsize(path)
+            continue
         req = by_group.setdefault((marker.partition_path, file_id),
                                   RollbackRequest(marker.partition_path, file_id, instant.timestamp))
-        req.files_to_delete.append(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
+        req.files_to_delete.append(path)
     return list(by_group.values())
 
 
@@ -55,7 +64,7 @@ def rollback_plan_record(instant: HoodieInstant, requests: list[RollbackRequest]
                 "fileId": r.file_id,
                 "latestBaseInstant": r.latest_base_instant,
                 "filesToBeDeleted": r.files_to_delete,
-                "logBlocksToBeDeleted": {},
+                "logBlocksToBeDeleted": dict(r.log_blocks_to_roll_back),
             }
             for r in requests
         ],
@@ -64,8 +73,10 @@ def rollback_plan_record(instant: HoodieInstant, requests: list[RollbackRequest]
 
 
 def rollback_metadata_record(start: str, took_ms: int, instant: HoodieInstant, deleted: dict[str, list[str]],
-                             failed: dict[str, list[str]]) -> dict:
-    partitions = sorted(set(deleted) | set(failed))
+                             failed: dict[str, list[str]], rollback_logs: dict[str, dict[str, int]] | None = None,
+                             failed_logs: dict[str, dict[str, int]] | None = None) -> dict:
+    rollback_logs, failed_logs = rollback_logs or {}, failed_logs or {}
+    partitions = sorted(set(deleted) | set(failed) | set(rollback_logs))
     return {
         "startRollbackTime": start,
         "timeTakenInMillis": took_ms,
@@ -76,8 +87,8 @@ def rollback_metadata_record(start: str, took_ms: int, instant: HoodieInstant, d
                 "partitionPath": p,
                 "successDeleteFiles": deleted.get(p, []),
                 "failedDeleteFiles": failed.get(p, []),
-                "rollbackLogFiles": {},
-                "logFilesFromFailedCommit": {},
+                "rollbackLogFiles": rollback_logs.get(p, {}),
+                "logFilesFromFailedCommit": failed_logs.get(p, {}),
             }
             for p in partitions
         },
@@ -100,18 +111,43 @@ def rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> Hood
     inflight = timeline.transition_to_inflight(requested)
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
+    rollback_logs: dict[str, dict[str, int]] = {}
+    failed_logs: dict[str, dict[str, int]] = {}
     for req in requests:
         for path in req.files_to_delete:
             ok = meta_client.storage.delete(path) or not meta_client.storage.exists(path)
             (deleted if ok else failed).setdefault(req.partition_path, []).append(path)
+        if req.log_blocks_to_roll_back:
+            written = _append_rollback_block(meta_client, req, rollback_time, instant.timestamp)
+            rollback_logs.setdefault(req.partition_path, {}).update(written)
+            failed_logs.setdefault(req.partition_path, {}).update(req.log_blocks_to_roll_back)
     took = int((time.time() - started) * 1000)
     metadata = write_avro_container(HOODIE_ROLLBACK_METADATA,
-                                    rollback_metadata_record(rollback_time, took, instant, deleted, failed))
+                                    rollback_metadata_record(rollback_time, took, instant, deleted, failed,
+                                                             rollback_logs, failed_logs))
     completed = timeline.transition_to_complete(inflight, metadata)
     timeline.delete_instant_files(instant.timestamp)
     delete_marker_dir(meta_client.storage, meta_client.marker_dir(instant.timestamp))
     log.info("rolled back failed write %s (%d files deleted) as %s", instant, sum(map(len, deleted.values())), completed)
     return completed
+
+
+def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequest, rollback_time: str,
+                           target: str) -> dict[str, int]:
+    """A rollback COMMAND_BLOCK (TARGET_INSTANT_TIME = the failed instant) in the next log version of the slice
+    the failed instant appended to; readers then skip that instant's blocks. Returns {log path: size}."""
+    from storage.file_group.log_block import CommandBlock
+    from storage.file_group.log_format import HoodieLogFormatWriter
+    from storage.fs_utils import make_log_file_name
+
+    directory = join_path(meta_client.base_path, req.partition_path) if req.partition_path else meta_client.base_path
+    versions = [p.version for p in (parse_log_file_name(n) for n in os.listdir(directory))
+                if p is not None and p.file_id == req.file_id and p.instant_time == req.latest_base_instant]
+    name = make_log_file_name(req.file_id, req.latest_base_instant, max(versions, default=0) + 1, "0-0-0")
+    path = join_path(directory, name)
+    with HoodieLogFormatWriter(path) as writer:
+        writer.append_block(CommandBlock.rollback(rollback_time, target))
+    return {path: os.path.getsize(path)}
 
 
 def rollback_failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
@@ -126,7 +162,7 @@ def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
     instant files are removed and the table is exactly as it was."""
     storage = meta_client.storage
     for marker in list_markers(meta_client.marker_dir(instant_time)):
-        if marker.io_type != IOType.APPEND:
-            storage.delete(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
+        # log files are new per write (never appended to across instants), so an unpublished one goes whole
+        storage.delete(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
     delete_marker_dir(storage, meta_client.marker_dir(instant_time))
     meta_client.active_timeline.reload().delete_instant_files(instant_time)

@@ -23,6 +23,8 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from storage.config import HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
+from storage.avro.schema_converter import arrow_to_avro_schema
+from storage.file_group.log_format import DATA_BLOCK_MAX_SIZE
 from storage.index import create_index
 from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY, with_meta_columns
@@ -43,6 +45,7 @@ from storage.write.handle import (
     PAYLOAD_DEFAULT,
     PAYLOAD_OVERWRITE_LATEST,
     BucketTarget,
+    LogTarget,
     WriteTaskContext,
     serialize_schema,
     write_bucket_udf,
@@ -186,8 +189,7 @@ class HoodieWriteClient:
             raise HoodieWriteError(str(exc)) from None
         if self.meta_client and not self.meta_client.table_config.populate_meta_fields:
             raise HoodieWriteError(f"writing to a table with hoodie.populate.meta.fields=false is not supported: {self.base_path}")
-        if settings.table_type != "COPY_ON_WRITE":
-            raise HoodieWriteError("merge-on-read writes are not supported yet: use a COPY_ON_WRITE table")
+        self.is_mor = settings.table_type == "MERGE_ON_READ"
         self._validate_input(df, settings, op)
         target_schema = self._target_schema(df, settings, op)
         records = self._prepare(df, settings, op, target_schema).persist(StorageLevel.MEMORY_AND_DISK)
@@ -339,6 +341,9 @@ class HoodieWriteClient:
             counts = {p: c for p, c in tagged.groupBy(PARTITION_PATH).count().collect()}
             return plan_new_file_groups(counts, sizing, avg)
         small: dict[str, list[SmallFile]] = {}
+        if getattr(self, "is_mor", False):
+            # MOR inserts go to new file groups: an UPDATE bucket appends to logs, which SIMPLE indexes do not see
+            return plan_buckets(profile, small, sizing, avg)
         for bf in fs_view.latest_base_files(sorted(profile.inserts)):
             if bf.size < sizing.small_file_limit:
                 partition = _partition_of(self.base_path, bf.path)
@@ -351,6 +356,8 @@ class HoodieWriteClient:
         timeline = meta.active_timeline
         instant_time = timeline.new_instant_time()
         action = op.commit_action
+        if getattr(self, "is_mor", False) and action == Action.COMMIT:
+            action = Action.DELTA_COMMIT  # merge-on-read writes complete as deltacommits
         requested = timeline.create_requested(action, instant_time, self._requested_content(op))
         heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
         try:
@@ -373,7 +380,21 @@ class HoodieWriteClient:
         meta.reload()
         self.callback_failures = fire_commit_callbacks(CommitEvent(
             self.base_path, settings.name, instant_time, action, op.metadata_name, dict(self.config.items())))
+        if action == Action.DELTA_COMMIT:
+            self._maybe_schedule_compaction()
         return metadata
+
+    def _maybe_schedule_compaction(self) -> None:
+        """Inline compaction triggers (hoodie.compact.inline / hoodie.compact.schedule.inline). Execution of the
+        scheduled plan needs the MOR file-slice reader; until then inline compaction only schedules."""
+        from storage.config import CompactionConfigKeys as CK
+        from storage.table_service.compaction import schedule_compaction, should_schedule_inline
+
+        if not (self.config.get(CK.INLINE_COMPACT) or self.config.get(CK.SCHEDULE_INLINE_COMPACT)):
+            return
+        options = dict(self.config.items())
+        if should_schedule_inline(self.meta_client, options):
+            schedule_compaction(self.meta_client, options)
 
     def _requested_content(self, op: WriteOperationType) -> bytes:
         if op.commit_action != Action.REPLACE_COMMIT:
@@ -397,12 +418,18 @@ class HoodieWriteClient:
                       settings: TableSettings) -> WriteTaskContext:
         latest = {(s.partition_path, s.file_id): s for s in fs_view.latest_file_slices()}
         keys = placement_keys(len(plan))
+        is_mor = getattr(self, "is_mor", False)
+        pending = _pending_compaction_instants(self.meta_client) if is_mor else {}
         targets = {}
         for b in plan.buckets:
             slice_ = latest.get((b.partition_path, b.file_id)) if b.bucket_type is BucketType.UPDATE else None
             base = slice_.base_file if slice_ else None
+            log = None
+            if is_mor and b.bucket_type is BucketType.UPDATE and slice_ is not None:
+                log = _log_target(slice_, pending.get((b.partition_path, b.file_id)))
             targets[b.bucket_id] = BucketTarget(b.bucket_type, b.partition_path, b.file_id,
-                                                base.path if base else None, base.instant_time if base else "null")
+                                                base.path if base else None, base.instant_time if base else "null",
+                                                log)
         c = self.config
         bloom = {"filter_type": c.get(WK.BLOOM_FILTER_TYPE), "num_entries": c.get(WK.BLOOM_NUM_ENTRIES),
                  "fpp": c.get(WK.BLOOM_FPP), "max_entries": c.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES)}
@@ -413,6 +440,9 @@ class HoodieWriteClient:
             payload=_payload_name(c, self.meta_client.table_config), ordering_field=settings.precombine,
             bloom_options=bloom, compression=c.get(WK.PARQUET_COMPRESSION_CODEC),
             row_group_bytes=c.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=settings.populate_meta_fields,
+            avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),
+                                        separators=(",", ":")) if is_mor else None,
+            data_block_max_size=int(c.get(DATA_BLOCK_MAX_SIZE)),
         )
 
     def _run_write_tasks(self, tagged: DataFrame, plan: BucketPlan, ctx: WriteTaskContext) -> list[HoodieWriteStat]:
@@ -445,6 +475,26 @@ class HoodieWriteClient:
                     replaced.setdefault(fg.partition_path, []).append(fg.file_id)
             md.partitionToReplaceFileIds = replaced
         return md
+
+
+def _pending_compaction_instants(meta: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant of the pending compaction whose plan holds the file group."""
+    from storage.table_service.compaction import read_plan
+
+    out = {}
+    for inst in meta.timeline.pending().of_actions([Action.COMPACTION]):
+        for op in read_plan(meta, inst.timestamp).get("operations") or []:
+            out[(op.get("partitionPath") or "", op["fileId"])] = inst.timestamp
+    return out
+
+
+def _log_target(slice_, pending_compaction: str | None) -> LogTarget:
+    """Where an append goes: the next log version of the latest slice, or (while a compaction of the group is
+    pending) a new slice that starts at the compaction instant, as Hudi's file-system view does."""
+    if pending_compaction is not None and pending_compaction > slice_.base_instant:
+        return LogTarget(pending_compaction, 1)
+    versions = [lf.parsed.version for lf in slice_.log_files]
+    return LogTarget(slice_.base_instant, max(versions, default=0) + 1)
 
 
 def _partition_of(base_path: str, file_path: str) -> str:

@@ -1,0 +1,499 @@
+"""Hive sync as Apache Hudi's `HiveSyncTool` does it (seed "Hive元数据同步"): make the metastore describe the table.
+
+A COW table is synced as one table `<t>`; a MOR table as `<t>_ro` (read-optimized: base files only) and `<t>_rt`
+(realtime: base + log files); `hoodie.datasource.hive_sync.skip_ro_suffix` names the read-optimized one `<t>`.
+Per synced table, in Hudi's order:
+
+1. the database is created if missing (`auto_create_database`);
+2. schema: a missing table is created (columns = meta columns + data columns, partition keys, Hudi's
+   storage descriptor, serde properties `path` / `hoodie.query.as.ro.table`, Spark data source properties);
+   an existing one gets added columns and allowed type widenings (cascaded to its partitions);
+3. partitions: those written since `last_commit_time_sync` (all of them, by listing, on the first sync, when
+   that instant was archived, or with `full=True`) are added, moved (new location) or dropped (no live file
+   group any more, e.g. after delete_partition);
+4. `last_commit_time_sync` is set to the latest completed write instant, last, so a sync that failed half-way
+   is redone from the same point next time.
+
+Post-commit: `install_commit_hook()` registers `hive_sync_on_commit` with storage's commit callbacks. It syncs
+when `hoodie.datasource.hive_sync.enable` says so, defaulting to on once a metastore is in use in this process
+(`use_metastore(uri)`, called by `sqlext.session()`). A failed sync is logged, recorded (`sync_failures()`,
+`last_sync_report()`) and re-raised into the write client's `callback_failures`; the commit stays.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from hmsclient.genthrift.hive_metastore.ttypes import Database, Table
+
+from catalog.hive_schema_util import (
+    HiveColumn,
+    schema_difference,
+    spark_schema,
+    spark_serde_properties,
+    spark_table_properties,
+    hive_columns,
+    table_schema,
+)
+from catalog.hms_ddl import (
+    HOODIE_INPUT_FORMAT,
+    HOODIE_REALTIME_INPUT_FORMAT,
+    LAST_COMMIT_TIME_SYNC,
+    field_schemas,
+    local_path,
+    location_uri,
+    new_partition,
+    new_table,
+    parse_properties,
+    partition_location,
+)
+from catalog.metastore import MetastoreClient, MetastoreError, configured_metastore_uri
+from catalog.partition_value_extractor import extractor_for
+from storage.config import HiveSyncConfigKeys as HK, HoodieConfig
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+
+log = logging.getLogger(__name__)
+
+SUFFIX_READ_OPTIMIZED = "_ro"
+SUFFIX_SNAPSHOT = "_rt"
+CALLBACK_NAME = "hive_sync"
+LAST_COMMIT_COMPLETION_TIME_SYNC = "last_commit_completion_time_sync"
+
+
+class HiveSyncError(MetastoreError):
+    """A sync that did not complete; the message names the table and the metastore."""
+
+
+# ----------------------------------------------------------------------------------------------
+# Configuration
+# ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HiveSyncConfig:
+    base_path: str
+    metastore_uri: str
+    database: str
+    table: str
+    partition_fields: list[str]
+    partition_extractor_class: str | None = None
+    skip_ro_suffix: bool = False
+    auto_create_database: bool = True
+    sync_as_datasource: bool = True
+    schema_string_length_threshold: int = 4000
+    support_timestamp: bool = True
+    create_managed_table: bool = False
+    table_properties: dict[str, str] = field(default_factory=dict)
+    serde_properties: dict[str, str] = field(default_factory=dict)
+    omit_metadata_fields: bool = False
+    conditional_sync: bool = False
+    spark_version: str | None = None
+
+    @classmethod
+    def of(cls, base_path: str, metastore_uri: str, meta: HoodieTableMetaClient,
+           options: Mapping[str, str] | None = None, *, database: str | None = None,
+           table: str | None = None) -> "HiveSyncConfig":
+        """Options first, then the table's own name/database/partition fields (Hudi's defaults)."""
+        cfg = HoodieConfig.of(options)
+        mode = (cfg.get(HK.MODE) or "hms").lower()
+        if mode != "hms":
+            raise HiveSyncError(f"hoodie.datasource.hive_sync.mode={mode!r} is not supported: only 'hms' "
+                                "(talk to the metastore's Thrift API)")
+        tc = meta.table_config
+        fields = cfg.get(HK.PARTITION_FIELDS) or [p.partition(":")[0] for p in tc.partition_fields]
+        return cls(
+            base_path=meta.base_path,
+            metastore_uri=metastore_uri,
+            database=(database or cfg.get(HK.DATABASE) or cfg.props.get("hoodie.database.name")
+                      or tc.database_name or "default").lower(),
+            table=(table or cfg.get(HK.TABLE) or tc.name).lower(),
+            partition_fields=list(fields),
+            partition_extractor_class=cfg.get(HK.PARTITION_EXTRACTOR_CLASS),
+            skip_ro_suffix=bool(cfg.get(HK.SKIP_RO_SUFFIX)),
+            auto_create_database=bool(cfg.get(HK.AUTO_CREATE_DATABASE)),
+            sync_as_datasource=bool(cfg.get(HK.SYNC_AS_DATASOURCE)),
+            schema_string_length_threshold=int(cfg.get(HK.SCHEMA_STRING_LENGTH_THRESHOLD)),
+            support_timestamp=bool(cfg.get(HK.SUPPORT_TIMESTAMP)),
+            create_managed_table=bool(cfg.get(HK.CREATE_MANAGED_TABLE)),
+            table_properties=parse_properties(cfg.get(HK.TABLE_PROPERTIES)),
+            serde_properties=parse_properties(cfg.get(HK.SERDE_PROPERTIES)),
+            omit_metadata_fields=bool(cfg.get(HK.OMIT_METADATA_FIELDS)),
+            conditional_sync=bool(cfg.get(HK.CONDITIONAL_SYNC)),
+            spark_version=cfg.get(HK.SPARK_VERSION) or _spark_version(),
+        )
+
+
+def _spark_version() -> str | None:
+    try:
+        import pyspark
+
+        return pyspark.__version__
+    except Exception:
+        return None
+
+
+def synced_table_names(table: str, is_mor: bool, skip_ro_suffix: bool = False) -> list[tuple[str, bool, bool]]:
+    """[(metastore table name, realtime input format, read as optimized)] in Hudi's sync order."""
+    if not is_mor:
+        return [(table, False, False)]
+    ro = table if skip_ro_suffix else table + SUFFIX_READ_OPTIMIZED
+    return [(ro, False, True), (table + SUFFIX_SNAPSHOT, True, False)]
+
+
+# ----------------------------------------------------------------------------------------------
+# Results
+# ----------------------------------------------------------------------------------------------
+@dataclass
+class TableSyncResult:
+    table: str                    # db.name in the metastore
+    created: bool = False
+    schema_changed: bool = False
+    added_columns: list[str] = field(default_factory=list)
+    updated_columns: list[str] = field(default_factory=list)
+    added_partitions: list[str] = field(default_factory=list)
+    updated_partitions: list[str] = field(default_factory=list)
+    dropped_partitions: list[str] = field(default_factory=list)
+    last_commit_time_sync: str | None = None
+    full_listing: bool = False
+
+
+@dataclass
+class SyncReport:
+    """The outcome of one sync of one Hudi table (kept per base path, see `last_sync_report`)."""
+
+    base_path: str
+    metastore_uri: str
+    instant_time: str | None
+    ok: bool
+    tables: list[TableSyncResult] = field(default_factory=list)
+    error: str | None = None
+    at: float = field(default_factory=time.time)
+
+
+_REPORTS: dict[str, SyncReport] = {}
+_REPORTS_LOCK = threading.Lock()
+
+
+def _record(report: SyncReport) -> None:
+    with _REPORTS_LOCK:
+        _REPORTS[report.base_path] = report
+
+
+def last_sync_report(base_path: str) -> SyncReport | None:
+    from storage.io.storage import normalize_base_path
+
+    with _REPORTS_LOCK:
+        return _REPORTS.get(normalize_base_path(base_path))
+
+
+def sync_failures() -> list[SyncReport]:
+    """Tables whose latest sync in this process failed (cleared by a later successful sync)."""
+    with _REPORTS_LOCK:
+        return [r for r in _REPORTS.values() if not r.ok]
+
+
+# ----------------------------------------------------------------------------------------------
+# The tool
+# ----------------------------------------------------------------------------------------------
+class HiveSyncTool:
+    def __init__(self, config: HiveSyncConfig, client: MetastoreClient, meta: HoodieTableMetaClient | None = None):
+        self.config = config
+        self.client = client
+        self.meta = meta or HoodieTableMetaClient.load(config.base_path)
+        self.location = location_uri(self.meta.base_path)
+        tc = self.meta.table_config
+        self.extract = extractor_for(config.partition_extractor_class, bool(config.partition_fields),
+                                     tc.url_encode_partitioning)
+
+    def sync(self, full: bool = False) -> list[TableSyncResult]:
+        names = synced_table_names(self.config.table, self.meta.table_config.is_mor, self.config.skip_ro_suffix)
+        self._ensure_database()
+        arrow = table_schema(self.meta)
+        if arrow is None:
+            raise HiveSyncError(f"cannot sync {self.meta.base_path}: the table has no schema yet")
+        # a table without meta fields (hoodie.populate.meta.fields=false) is synced without them, as Hudi does
+        omit_meta = self.config.omit_metadata_fields or not self.meta.table_config.populate_meta_fields
+        struct = spark_schema(arrow, self.config.partition_fields, omit_meta=omit_meta)
+        columns, partition_columns = hive_columns(struct, self.config.partition_fields, self.config.support_timestamp)
+        return [self._sync_one(name, realtime, ro, struct, columns, partition_columns, full)
+                for name, realtime, ro in names]
+
+    # -- database ---------------------------------------------------------------------------------
+    def _ensure_database(self) -> None:
+        db = self.config.database
+        if self.client.get_database(db) is not None:
+            return
+        if not self.config.auto_create_database:
+            raise HiveSyncError(f"hive database {db} does not exist (hoodie.datasource.hive_sync.auto_create_database"
+                                f"=false) at {self.client.uri}")
+        self.client.create_database(Database(name=db, description="", parameters={}), if_not_exists=True)
+
+    # -- one metastore table ----------------------------------------------------------------------
+    def _sync_one(self, name: str, realtime: bool, read_optimized: bool, struct, columns: list[HiveColumn],
+                  partition_columns: list[HiveColumn], full: bool) -> TableSyncResult:
+        db = self.config.database
+        result = TableSyncResult(f"{db}.{name}")
+        table_props = dict(self.config.table_properties)
+        serde_props = dict(self.config.serde_properties)
+        if self.config.sync_as_datasource:
+            by_lower = {f.name.lower(): f.name for f in struct.fields}
+            part_names = [by_lower.get(p.lower(), p) for p in self.config.partition_fields]
+            table_props.update(spark_table_properties(struct, part_names, self.config.schema_string_length_threshold,
+                                                      self.config.spark_version))
+            serde_props.update(spark_serde_properties(read_optimized, self.location))
+        table = self.client.get_table(db, name)
+        if table is None:
+            input_format = HOODIE_REALTIME_INPUT_FORMAT if realtime else HOODIE_INPUT_FORMAT
+            table = new_table(db, name, columns, partition_columns, self.location, input_format, serde_props,
+                              table_props, managed=self.config.create_managed_table)
+            self.client.create_table(table)
+            table = self.client.get_table(db, name) or table
+            result.created = result.schema_changed = True
+            log.info("hive sync: created %s.%s for %s", db, name, self.meta.base_path)
+        else:
+            table = self._sync_schema(table, columns, table_props, serde_props, result)
+        last_synced = None if result.created else (table.parameters or {}).get(LAST_COMMIT_TIME_SYNC)
+        partitions_changed = self._sync_partitions(table, last_synced, full, result)
+        latest = self.meta.timeline.completed().write_timeline().last()
+        if latest is not None and (not self.config.conditional_sync or result.schema_changed or partitions_changed):
+            if (table.parameters or {}).get(LAST_COMMIT_TIME_SYNC) == latest.timestamp:
+                result.last_commit_time_sync = latest.timestamp
+                return result
+            table = self.client.get_table(db, name) or table
+            params = {LAST_COMMIT_TIME_SYNC: latest.timestamp}
+            if getattr(latest, "completion_time", None):  # table version 8: Hudi 1.x records it too
+                params[LAST_COMMIT_COMPLETION_TIME_SYNC] = latest.completion_time
+            table.parameters = {**(table.parameters or {}), **params}
+            self.client.alter_table(db, name, table)
+            result.last_commit_time_sync = latest.timestamp
+        return result
+
+    def _sync_schema(self, table: Table, columns: list[HiveColumn], table_props: dict[str, str],
+                     serde_props: dict[str, str], result: TableSyncResult) -> Table:
+        current = [HiveColumn(c.name, c.type) for c in (table.sd.cols or [])]
+        diff = schema_difference(f"{table.dbName}.{table.tableName}", columns, current)
+        changed_cols = not diff.is_empty()
+        if changed_cols:
+            table.sd.cols = field_schemas(columns)
+            result.schema_changed = True
+            result.added_columns = [c.name for c in diff.added]
+            result.updated_columns = [c.name for c, _ in diff.updated]
+            log.info("hive sync: schema of %s.%s changed (added %s, widened %s, removed %s)", table.dbName,
+                     table.tableName, result.added_columns, result.updated_columns, diff.deleted)
+        params = table.parameters or {}
+        serde = table.sd.serdeInfo.parameters or {}
+        props_changed = any(params.get(k) != v for k, v in table_props.items())
+        serde_changed = any(serde.get(k) != v for k, v in serde_props.items())
+        location_changed = local_path(table.sd.location) != local_path(self.location)
+        if props_changed or serde_changed or location_changed or changed_cols:
+            table.parameters = {**params, **table_props}
+            table.sd.serdeInfo.parameters = {**serde, **serde_props}
+            table.sd.location = self.location if location_changed else table.sd.location
+            # cascade: Hive readers use each partition's own column list
+            self.client.alter_table(table.dbName, table.tableName, table, cascade=changed_cols and bool(table.partitionKeys))
+            table = self.client.get_table(table.dbName, table.tableName) or table
+        return table
+
+    # -- partitions -------------------------------------------------------------------------------
+    def _sync_partitions(self, table: Table, last_synced: str | None, full: bool, result: TableSyncResult) -> bool:
+        if not table.partitionKeys:
+            return False
+        full = full or self._needs_full_listing(last_synced)
+        result.full_listing = full
+        touched = None if full else self._written_partitions_since(last_synced)
+        if touched is not None and not touched:
+            return False
+        live = self._live_partitions(touched)
+        hive = {tuple(p.values): p for p in self.client.get_partitions(table.dbName, table.tableName)}
+        wanted = {}
+        for path in live:
+            values = self.extract(path)
+            if len(values) != len(table.partitionKeys):
+                raise HiveSyncError(f"partition path {path!r} of {self.meta.base_path} gives values {values} for "
+                                    f"{len(table.partitionKeys)} partition columns of {table.dbName}.{table.tableName}")
+            wanted[tuple(values)] = path
+        add, update = [], []
+        for values, path in sorted(wanted.items()):
+            loc = partition_location(self.location, path)
+            existing = hive.get(values)
+            if existing is None:
+                add.append(new_partition(table, list(values), loc))
+                result.added_partitions.append(path)
+            elif local_path(existing.sd.location) != local_path(loc):
+                existing.sd.location = loc
+                update.append(existing)
+                result.updated_partitions.append(path)
+        if full:
+            candidates = [v for v in hive if v not in wanted]
+        else:
+            gone = [p for p in touched if p not in live]
+            candidates = [tuple(self.extract(p)) for p in gone]
+            candidates = [v for v in candidates if v in hive]
+        self.client.add_partitions(add)
+        self.client.alter_partitions(table.dbName, table.tableName, update)
+        for values in candidates:
+            self.client.drop_partition(table.dbName, table.tableName, list(values), False)
+            result.dropped_partitions.append("/".join(f"{k.name}={v}" for k, v in zip(table.partitionKeys, values)))
+        if add or update or candidates:
+            log.info("hive sync: %s.%s partitions +%d ~%d -%d", table.dbName, table.tableName, len(add), len(update),
+                     len(candidates))
+        return bool(add or update or candidates)
+
+    def _needs_full_listing(self, last_synced: str | None) -> bool:
+        if last_synced is None:
+            return True
+        first = self.meta.timeline.completed().write_timeline().first()
+        # the instants after the last sync were archived: their partitions can only be found by listing
+        return first is not None and last_synced < first.timestamp and not self._timeline_contains(last_synced)
+
+    def _timeline_contains(self, ts: str) -> bool:
+        return self.meta.timeline.contains_timestamp(ts)
+
+    def _written_partitions_since(self, last_synced: str) -> list[str]:
+        """Partitions written or replaced by completed instants after `last_synced` (commit metadata)."""
+        timeline = self.meta.active_timeline
+        touched: set[str] = set()
+        for instant in self.meta.timeline.completed().write_timeline():
+            if instant.timestamp <= last_synced:
+                continue
+            md = timeline.commit_metadata(instant)
+            touched |= set(md.partitionToWriteStats)
+            touched |= set(md.partitionToReplaceFileIds or {})
+        return sorted(p for p in touched if p)
+
+    def _live_partitions(self, partitions: list[str] | None) -> list[str]:
+        """Partitions (of `partitions`, or all) that hold at least one live file slice."""
+        view = FileSystemView(self.meta, partitions=partitions)
+        return sorted({s.partition_path for s in view.latest_file_slices() if s.partition_path})
+
+
+# ----------------------------------------------------------------------------------------------
+# Entry points
+# ----------------------------------------------------------------------------------------------
+def sync_table(base_path: str, metastore_uri: str | None = None, options: Mapping[str, str] | None = None, *,
+               database: str | None = None, table: str | None = None, full: bool = False,
+               client: MetastoreClient | None = None, instant_time: str | None = None) -> SyncReport:
+    """Sync one Hudi table now (what `CALL hive_sync(table => ...)` runs, with full=True). Raises
+    `HiveSyncError` (recorded in `sync_failures()`) when it fails; returns the report otherwise."""
+    meta = HoodieTableMetaClient.load(base_path)
+    uri = metastore_uri or HoodieConfig.of(options).get(HK.METASTORE_URIS) or _HOOK.default_uri
+    if not uri:
+        raise HiveSyncError(f"no metastore to sync {meta.base_path} to: set hoodie.datasource.hive_sync.metastore.uris")
+    report = SyncReport(meta.base_path, uri, instant_time, ok=False)
+    own_client = client is None
+    client = client or MetastoreClient(uri)
+    try:
+        config = HiveSyncConfig.of(base_path, uri, meta, options, database=database, table=table)
+        report.tables = HiveSyncTool(config, client, meta).sync(full=full)
+        report.ok = True
+        return report
+    except Exception as exc:
+        report.error = f"{type(exc).__name__}: {exc}"
+        log.warning("hive sync of %s to %s failed: %s", meta.base_path, uri, report.error)
+        if isinstance(exc, HiveSyncError):
+            raise
+        raise HiveSyncError(f"hive sync of table at {meta.base_path} to metastore {uri} failed: {exc}") from exc
+    finally:
+        _record(report)
+        if own_client:
+            client.close()
+
+
+class _CommitHook:
+    """Process-wide state of the post-commit sync: the metastore in use and the catalog names of tables."""
+
+    def __init__(self) -> None:
+        self.default_uri: str | None = None
+        self._names: dict[str, tuple[str, str]] = {}
+        self._clients: dict[str, MetastoreClient] = {}
+        self._lock = threading.Lock()
+
+    def client(self, uri: str) -> MetastoreClient:
+        with self._lock:
+            if uri not in self._clients:
+                # no reviver: a sync inside a commit never starts a metastore; CALL hive_sync repairs later
+                self._clients[uri] = MetastoreClient(uri, connect_timeout_s=3.0)
+            return self._clients[uri]
+
+    def remember(self, base_path: str, db: str, name: str) -> None:
+        self._names[base_path] = (db, name)
+
+    def forget(self, base_path: str) -> None:
+        self._names.pop(base_path, None)
+
+    def catalog_name(self, base_path: str) -> tuple[str, str] | None:
+        return self._names.get(base_path)
+
+
+_HOOK = _CommitHook()
+
+
+def use_metastore(uri: str | None) -> None:
+    """Declare the metastore in use in this process (turns post-commit sync on by default); None: none."""
+    _HOOK.default_uri = uri
+    install_commit_hook()
+
+
+def metastore_in_use() -> str | None:
+    return _HOOK.default_uri
+
+
+def remember_table_name(base_path: str, db: str, name: str) -> None:
+    """The catalog name a table is known by (its sync target when the options name none)."""
+    _HOOK.remember(base_path, db, name)
+
+
+def forget_table_name(base_path: str) -> None:
+    _HOOK.forget(base_path)
+
+
+def install_commit_hook() -> None:
+    from storage.write.commit_callback import register_commit_callback
+
+    register_commit_callback(CALLBACK_NAME, hive_sync_on_commit)
+
+
+def sync_enabled(options: Mapping[str, str]) -> bool:
+    value = HoodieConfig.of(options).get(HK.ENABLE)
+    return bool(value) if value is not None else _HOOK.default_uri is not None
+
+
+def _session_sync_options() -> dict[str, str]:
+    """`SET hoodie.datasource.hive_sync.*` values of the active Spark session (datasource writes do not
+    carry session settings in their options)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        spark = SparkSession.getActiveSession()
+        if spark is None:
+            return {}
+        conf = spark.conf.getAll
+        conf = conf() if callable(conf) else conf
+        return {k: v for k, v in dict(conf).items() if k.startswith(("hoodie.datasource.hive_sync.",
+                                                                    "hoodie.datasource.meta.sync.",
+                                                                    "hoodie.datasource.meta_sync."))}
+    except Exception:
+        return {}
+
+
+def hive_sync_on_commit(event) -> None:
+    """Commit callback (storage.write.commit_callback.CommitEvent)."""
+    options = {**_session_sync_options(), **(event.options or {})}
+    if not sync_enabled(options):
+        return
+    uri = HoodieConfig.of(options).get(HK.METASTORE_URIS) or configured_metastore_uri(options) or _HOOK.default_uri
+    named = _HOOK.catalog_name(event.base_path)
+    cfg = HoodieConfig.of(options)
+    db = cfg.get(HK.DATABASE) or (named[0] if named else None)
+    table = cfg.get(HK.TABLE) or (named[1] if named else None)
+    if not uri:
+        report = SyncReport(event.base_path, "", event.instant_time, ok=False,
+                            error="hoodie.datasource.hive_sync.enable=true but no metastore URI is set")
+        _record(report)
+        raise HiveSyncError(f"hive sync of {event.base_path}: {report.error} (hoodie.datasource.hive_sync.metastore.uris)")
+    started = time.monotonic()
+    sync_table(event.base_path, uri, options, database=db, table=table, client=_HOOK.client(uri),
+               instant_time=event.instant_time)
+    log.debug("hive sync of %s at %s took %.2fs", event.base_path, event.instant_time, time.monotonic() - started)

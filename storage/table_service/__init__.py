@@ -1,0 +1,1 @@
+"""Table services (compaction) that run beside writers on a Hudi table."""

@@ -1,0 +1,186 @@
+"""Compaction of merge-on-read tables (Hudi's compaction table service).
+
+Python API (stable; `CALL run_compaction` / `CALL show_compaction` map onto it):
+
+- ``schedule_compaction(meta_client_or_path, options=None) -> str | None``
+  Picks file slices with log files by the configured strategy (``hoodie.compaction.strategy``: log-file-size
+  based by default, bounded by ``hoodie.compaction.target.io`` MB; or UnBoundedCompactionStrategy) and writes
+  ``<t>.compaction.requested`` holding an Avro HoodieCompactionPlan (spec §4.3). Returns the instant time, or
+  None when there is nothing to compact. The slices of a pending compaction are excluded from new plans.
+- ``run_compaction(spark, base_path, instant=None, options=None) -> list[str]``
+  Executes the given pending compaction (or all pending ones, oldest first) and returns the completed instants.
+- ``should_schedule_inline(meta_client, options) -> bool``
+  The inline trigger (``hoodie.compact.inline.trigger.strategy`` NUM_COMMITS / TIME_ELAPSED / NUM_AND_TIME /
+  NUM_OR_TIME with ``hoodie.compact.inline.max.delta.commits`` / ``hoodie.compact.inline.max.delta.seconds``),
+  counted from the last completed or pending compaction (or the first instant of the table).
+- ``show_compaction(base_path) -> list[dict]``
+  One dict per compaction instant on the active timeline: instant, state, action, operation_size (number of
+  operations in the plan), total_log_files, total_log_size.
+
+Status: scheduling and show work; execution needs the MOR file-slice reader (storage/read/file_slice_reader.py)
+and raises a clear error until it is present.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.models import HOODIE_COMPACTION_PLAN
+from storage.config import CompactionConfigKeys as CK
+from storage.config import HoodieConfig
+from storage.table.file_slice import FileSlice
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table_service.compaction_strategy import metrics_of, select_slices
+from storage.timeline.instant import Action
+
+log = logging.getLogger(__name__)
+
+PLAN_VERSION = 2  # CompactionPlanMigrator.LATEST_COMPACTION_METADATA_VERSION
+
+
+class CompactionError(ValueError):
+    pass
+
+
+def _meta_client(meta_client_or_path: HoodieTableMetaClient | str) -> HoodieTableMetaClient:
+    if isinstance(meta_client_or_path, HoodieTableMetaClient):
+        return meta_client_or_path.reload()
+    return HoodieTableMetaClient.load(meta_client_or_path)
+
+
+def _operation(fs: FileSlice) -> dict[str, Any]:
+    # Hudi stores file names (relative to the partition), not absolute paths.
+    return {
+        "baseInstantTime": fs.base_instant,
+        "deltaFilePaths": [lf.name for lf in fs.sorted_log_files()],
+        "dataFilePath": fs.base_file.name if fs.base_file else None,
+        "fileId": fs.file_id,
+        "partitionPath": fs.partition_path,
+        "metrics": metrics_of(fs).as_map(),
+        "bootstrapFilePath": None,
+    }
+
+
+def build_plan(slices: list[FileSlice], strategy: str) -> dict[str, Any]:
+    return {
+        "operations": [_operation(s) for s in slices],
+        "extraMetadata": None,
+        "version": PLAN_VERSION,
+        "strategy": None,
+        "preserveHoodieMetadata": False,
+        "missingSchedulePartitions": None,
+    }
+
+
+def read_plan(meta_client: HoodieTableMetaClient, instant_time: str) -> dict[str, Any]:
+    timeline = meta_client.active_timeline
+    requested = next((i for i in timeline.all_files()
+                      if i.timestamp == instant_time and i.action == Action.COMPACTION and i.is_requested), None)
+    if requested is None:
+        raise CompactionError(f"no requested compaction {instant_time} in table {meta_client.base_path}")
+    data = timeline.read_bytes(requested)
+    return read_avro_container(data) if data else {"operations": []}
+
+
+def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[tuple[str, str]]:
+    out = set()
+    for inst in meta_client.timeline.pending().of_actions([Action.COMPACTION]):
+        for op in read_plan(meta_client, inst.timestamp).get("operations") or []:
+            out.add((op.get("partitionPath") or "", op["fileId"]))
+    return out
+
+
+def schedule_compaction(meta_client_or_path: HoodieTableMetaClient | str,
+                        options: dict[str, str] | None = None) -> str | None:
+    """Write `<t>.compaction.requested` with a plan; the instant time, or None if nothing needs compaction."""
+    mc = _meta_client(meta_client_or_path)
+    if not mc.table_config.is_mor:
+        raise CompactionError(f"compaction needs a MERGE_ON_READ table; {mc.base_path} is {mc.table_config.table_type}")
+    config = HoodieConfig.of({}, options or {})
+    pending = _pending_compaction_file_groups(mc)
+    view = FileSystemView(mc)
+    slices = [s for s in view.latest_file_slices() if (s.partition_path, s.file_id) not in pending]
+    chosen = select_slices(slices, config.get(CK.STRATEGY), config.get(CK.TARGET_IO),
+                           config.get(CK.LOGFILE_SIZE_THRESHOLD))
+    if not chosen:
+        log.info("nothing to compact in %s", mc.base_path)
+        return None
+    instant_time = mc.active_timeline.new_instant_time()
+    plan = write_avro_container(HOODIE_COMPACTION_PLAN, build_plan(chosen, config.get(CK.STRATEGY)))
+    mc.active_timeline.create_requested(Action.COMPACTION, instant_time, plan)
+    log.info("scheduled compaction %s with %d operations on %s", instant_time, len(chosen), mc.base_path)
+    return instant_time
+
+
+def _delta_commits_since_last_compaction(mc: HoodieTableMetaClient) -> tuple[int, str | None]:
+    """(completed deltacommits after the last compaction, the instant time counting starts from)."""
+    compactions = [i.timestamp for i in mc.active_timeline.all_files() if i.action == Action.COMPACTION]
+    last = max(compactions, default=None)
+    deltas = [i for i in mc.timeline.completed().of_actions([Action.DELTA_COMMIT])
+              if last is None or i.timestamp > last]
+    start = last if last is not None else (deltas[0].timestamp if deltas else None)
+    return len(deltas), start
+
+
+def should_schedule_inline(meta_client: HoodieTableMetaClient, options: dict[str, str] | None = None,
+                           now: float | None = None) -> bool:
+    import time
+
+    from storage.timeline.instant_time import parse_instant
+
+    config = HoodieConfig.of({}, options or {})
+    strategy = str(config.get(CK.INLINE_TRIGGER_STRATEGY)).upper()
+    count, start = _delta_commits_since_last_compaction(meta_client.reload())
+    num_ok = count >= config.get(CK.INLINE_MAX_DELTA_COMMITS)
+    elapsed = 0.0
+    if start is not None:
+        elapsed = (now if now is not None else time.time()) - parse_instant(start).timestamp()
+    time_ok = start is not None and elapsed >= config.get(CK.INLINE_MAX_DELTA_SECONDS)
+    if strategy == "NUM_COMMITS":
+        return num_ok
+    if strategy == "TIME_ELAPSED":
+        return time_ok
+    if strategy == "NUM_AND_TIME":
+        return num_ok and time_ok
+    if strategy == "NUM_OR_TIME":
+        return num_ok or time_ok
+    raise CompactionError(f"unknown hoodie.compact.inline.trigger.strategy {strategy!r}; use NUM_COMMITS, "
+                          "TIME_ELAPSED, NUM_AND_TIME or NUM_OR_TIME")
+
+
+def show_compaction(base_path: str) -> list[dict[str, Any]]:
+    mc = HoodieTableMetaClient.load(base_path)
+    out = []
+    for inst in mc.timeline:
+        if inst.action == Action.COMPACTION:
+            state = inst.state.name
+        elif inst.action == Action.COMMIT and _is_compaction_commit(mc, inst.timestamp):
+            state = "COMPLETED"
+        else:
+            continue
+        ops = read_plan(mc, inst.timestamp).get("operations") or []
+        out.append({
+            "instant": inst.timestamp,
+            "state": state,
+            "action": Action.COMPACTION,
+            "operation_size": len(ops),
+            "total_log_files": sum(len(o.get("deltaFilePaths") or []) for o in ops),
+            "total_log_size": int(sum((o.get("metrics") or {}).get("TOTAL_LOG_FILES_SIZE", 0) for o in ops)),
+        })
+    return out
+
+
+def _is_compaction_commit(mc: HoodieTableMetaClient, ts: str) -> bool:
+    return any(i.timestamp == ts and i.action == Action.COMPACTION for i in mc.active_timeline.all_files())
+
+
+def run_compaction(spark, base_path: str, instant: str | None = None,
+                   options: dict[str, str] | None = None) -> list[str]:
+    try:
+        import storage.read.file_slice_reader  # noqa: F401
+    except ImportError:
+        raise CompactionError("compaction execution is not available yet: it needs "
+                              "storage/read/file_slice_reader.py (MOR file-slice reader)") from None
+    raise CompactionError(f"compaction execution is not implemented yet (table {base_path})")
