@@ -28,6 +28,7 @@ from sqlext.sql.resolver import (
     READ_OPTIMIZED,
     SNAPSHOT,
     HudiTableRef,
+    resolve_path_form,
     TableName,
     is_hudi_table,
     is_mor_table,
@@ -73,8 +74,7 @@ class MetastoreResolver:
 
     def resolve(self, name: TableName) -> HudiTableRef | None:
         if name.path:
-            path = normalize_base_path(name.path)
-            return HudiTableRef(name=name.name, db=None, path=path) if is_hudi_table(path) else None
+            return resolve_path_form(name)
         db = name.db or self.current_database
         entry = self.client.get_table(db, name.name)
         if entry is None or not is_hudi_entry(entry):

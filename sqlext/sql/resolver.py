@@ -110,6 +110,12 @@ def _looks_like_path(text: str) -> bool:
     return text.startswith("/") or "://" in text or text.startswith("file:")
 
 
+def resolve_path_form(name: TableName) -> HudiTableRef | None:
+    """hudi.`/abs/path`: the table at that path, whatever catalog is in use."""
+    path = normalize_base_path(name.path)
+    return HudiTableRef(name=name.name, db=None, path=path) if is_hudi_table(path) else None
+
+
 def is_hudi_table(path: str) -> bool:
     try:
         return HoodieTableMetaClient.exists(path)
@@ -203,8 +209,7 @@ class WarehouseResolver:
 
     def resolve(self, name: TableName) -> HudiTableRef | None:
         if name.path:
-            path = normalize_base_path(name.path)
-            return HudiTableRef(name=name.name, db=None, path=path) if is_hudi_table(path) else None
+            return resolve_path_form(name)
         db = name.db or self.current_database
         registered = self.registry.get(db, name.name)
         if registered is not None:
