@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.meta_fields import RECORD_KEY
 from storage.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
@@ -16,6 +17,12 @@ from storage.bloom import (
     MIN_RECORD_KEY_FOOTER,
     create_bloom_filter,
 )
+
+def bloom_options_of(config: HoodieConfig) -> dict:
+    """The bloom filter settings of a write (hoodie.bloom.index.filter.type, num_entries, fpp, max entries)."""
+    return {"filter_type": config.get(WK.BLOOM_FILTER_TYPE), "num_entries": config.get(WK.BLOOM_NUM_ENTRIES),
+            "fpp": config.get(WK.BLOOM_FPP), "max_entries": config.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES)}
+
 
 def footer_metadata(record_keys: pa.Array, bloom_options: dict) -> dict[bytes, bytes]:
     """Bloom filter and key range over the file's record keys."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from typing import Callable
 
+import pyarrow as pa
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
@@ -16,6 +18,9 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from storage.config import HoodieConfig, ReadConfigKeys as RK
 from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
+from storage.read.file_slice_reader import FileSliceReadContext
+from storage.read.mor_scan import merged_slices_frame
+from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
@@ -43,12 +48,44 @@ def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | No
     as_of = config.get(RK.AS_OF_INSTANT)
     as_of = normalize_instant_time(as_of) if as_of else None
     view = FileSystemView(meta, as_of=as_of)
-    slices = view.latest_file_slices(_pruned_partitions(meta, view, partition_filter))
-    if meta.table_config.is_mor and query_type == "snapshot" and any(s.log_files for s in slices):
-        raise HoodieReadError("snapshot reads of merge-on-read file slices with log files are not supported yet; "
-                              "use hoodie.datasource.query.type=read_optimized")
+    partitions = _pruned_partitions(meta, view, partition_filter)
+    if meta.table_config.is_mor:
+        slices = view.latest_merged_file_slices(partitions)
+        if query_type == "read_optimized":
+            return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of)
+        return _mor_snapshot(spark, meta, slices, as_of, config)
+    slices = view.latest_file_slices(partitions)
     files = [s.base_file.path for s in slices if s.base_file is not None]
     return _scan(spark, meta, files, as_of)
+
+
+def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list[FileSlice], as_of: str | None,
+                  config: HoodieConfig) -> DataFrame:
+    """Base-only slices through Spark's parquet reader, slices with logs merged in Spark tasks, unioned."""
+    plain = [s.base_file.path for s in slices if not s.log_files and s.base_file is not None]
+    merging = [s for s in slices if s.log_files]
+    if not merging:
+        return _scan(spark, meta, plain, as_of)
+    arrow_schema = _arrow_schema(meta, as_of, plain[0] if plain else _any_base_file(merging))
+    if arrow_schema is None:
+        raise HoodieReadError(f"table {meta.base_path} has no schema (no completed commit carries one)")
+    spark_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
+    ctx = FileSliceReadContext.for_table(meta, as_of, dict(config.items()))
+    log.info("MOR snapshot of %s: %d slices through the parquet reader, %d merged with their logs",
+             meta.base_path, len(plain), len(merging))
+    merged = merged_slices_frame(spark, merging, arrow_schema, spark_schema, ctx)
+    if not plain:
+        return merged
+    return spark.read.schema(spark_schema).parquet(*plain).unionByName(merged)
+
+
+def _any_base_file(slices: list[FileSlice]) -> str | None:
+    return next((s.base_file.path for s in slices if s.base_file is not None), None)
+
+
+def _arrow_schema(meta: HoodieTableMetaClient, as_of: str | None, sample: str | None) -> pa.Schema | None:
+    schema = table_data_schema(meta, as_of, sample)
+    return with_meta_columns(schema) if schema is not None else None
 
 
 def _pruned_partitions(meta: HoodieTableMetaClient, view: FileSystemView,
@@ -100,8 +137,11 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
     for instant in commits:
         for stat in meta.active_timeline.commit_metadata(instant).write_stats():
             touched.add((stat.partitionPath, stat.fileId))
-    slices = [s for s in view.latest_file_slices(_pruned_partitions(meta, view, partition_filter))
-              if (s.partition_path, s.file_id) in touched]
-    files = [s.base_file.path for s in slices if s.base_file is not None]
-    df = _scan(spark, meta, files, end)
+    partitions = _pruned_partitions(meta, view, partition_filter)
+    if meta.table_config.is_mor:
+        slices = [s for s in view.latest_merged_file_slices(partitions) if (s.partition_path, s.file_id) in touched]
+        df = _mor_snapshot(spark, meta, slices, end, config)
+    else:
+        slices = [s for s in view.latest_file_slices(partitions) if (s.partition_path, s.file_id) in touched]
+        df = _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], end)
     return df.where(F.col(COMMIT_TIME).isin([i.timestamp for i in commits]))

@@ -154,3 +154,19 @@ class FileSystemView:
     def latest_base_files(self, partitions: list[str] | None = None) -> list[HoodieBaseFile]:
         return [s.base_file for s in self.latest_file_slices(partitions) if s.base_file is not None]
 
+
+    def latest_merged_file_slices(self, partitions: list[str] | None = None) -> list[FileSlice]:
+        """Latest slices as readers must see them while a compaction is pending: a slice that starts at a pending
+        compaction has no base file yet, so it is read together with the slice before it (that slice's base file
+        and log files, then its own log files)."""
+        out = []
+        for latest in self.latest_file_slices(partitions):
+            if latest.base_file is None and latest.base_instant in self.pending_compactions:
+                group = self._groups[latest.file_group_id]
+                older = [s for s in group.ordered_slices() if s.base_instant < latest.base_instant and not s.is_empty()]
+                if older:
+                    previous = older[0]
+                    latest = FileSlice(latest.file_group_id, previous.base_instant, previous.base_file,
+                                       previous.log_files + latest.log_files)
+            out.append(latest)
+        return out

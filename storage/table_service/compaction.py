@@ -17,8 +17,8 @@ Python API (stable; `CALL run_compaction` / `CALL show_compaction` map onto it):
   One dict per compaction instant on the active timeline: instant, state, action, operation_size (number of
   operations in the plan), total_log_files, total_log_size.
 
-Status: scheduling and show work; execution needs the MOR file-slice reader (storage/read/file_slice_reader.py)
-and raises a clear error until it is present.
+Execution is in storage/table_service/compactor.py: one Spark task per plan operation, published as
+``<t>.commit`` (operationType COMPACT); commit callbacks (e.g. Hive sync) fire after it.
 """
 from __future__ import annotations
 
@@ -34,6 +34,7 @@ from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.compaction_strategy import metrics_of, select_slices
 from storage.timeline.instant import Action
+from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 
 log = logging.getLogger(__name__)
 
@@ -178,9 +179,22 @@ def _is_compaction_commit(mc: HoodieTableMetaClient, ts: str) -> bool:
 
 def run_compaction(spark, base_path: str, instant: str | None = None,
                    options: dict[str, str] | None = None) -> list[str]:
-    try:
-        import storage.read.file_slice_reader  # noqa: F401
-    except ImportError:
-        raise CompactionError("compaction execution is not available yet: it needs "
-                              "storage/read/file_slice_reader.py (MOR file-slice reader)") from None
-    raise CompactionError(f"compaction execution is not implemented yet (table {base_path})")
+    """Execute pending compaction `instant` (or every pending one, oldest first); the completed instants."""
+    from storage.table_service.compactor import execute_compaction
+
+    mc = HoodieTableMetaClient.load(base_path)
+    pending = [i.timestamp for i in mc.timeline.pending().of_actions([Action.COMPACTION])]
+    if instant is not None:
+        if instant not in pending:
+            done = any(i.timestamp == instant for i in mc.timeline.completed())
+            state = "already completed" if done else "not a pending compaction"
+            raise CompactionError(f"compaction {instant} of {base_path} is {state}; pending compactions: "
+                                  f"{', '.join(pending) or 'none'}")
+        pending = [instant]
+    completed = []
+    for ts in sorted(pending):
+        execute_compaction(spark, mc, ts, read_plan(mc, ts), options)
+        fire_commit_callbacks(CommitEvent(mc.base_path, mc.table_config.name, ts, Action.COMMIT, "COMPACT",
+                                          dict(options or {})))
+        completed.append(ts)
+    return completed

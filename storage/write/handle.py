@@ -78,7 +78,7 @@ def serialize_schema(schema: pa.Schema) -> bytes:
     return schema.serialize().to_pybytes()
 
 
-def _task_ids() -> tuple[int, int, int]:
+def task_ids() -> tuple[int, int, int]:
     from pyspark import TaskContext
 
     tc = TaskContext.get()
@@ -163,7 +163,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     if target.log is not None:
         return append_bucket(incoming, ctx, target, started)
     schema = ctx.schema
-    partition_id, stage_id, attempt_id = _task_ids()
+    partition_id, stage_id, attempt_id = task_ids()
     file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
     storage = HoodieStorage()
     old = None
@@ -177,7 +177,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     parts = [new_rows] if kept is None else [_with_file_name(kept, file_name), new_rows]
     output = pa.concat_tables(parts)
     if not ctx.populate_meta_fields:
-        output = _null_meta_fields(output)
+        output = null_meta_fields(output)
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, target.partition_path, file_name,
                   IOType.MERGE if target.base_file_path else IOType.CREATE)
@@ -200,7 +200,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     )
 
 
-def _null_meta_fields(table: pa.Table) -> pa.Table:
+def null_meta_fields(table: pa.Table) -> pa.Table:
     for name in META_COLUMNS:
         if name != FILE_NAME:
             idx = table.schema.get_field_index(name)
@@ -232,7 +232,7 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     from storage.fs_utils import make_log_file_name
 
     schema = ctx.schema
-    partition_id, stage_id, attempt_id = _task_ids()
+    partition_id, stage_id, attempt_id = task_ids()
     token = make_write_token(partition_id, stage_id, attempt_id)
     log_name = make_log_file_name(target.file_id, target.log.base_instant, target.log.version, token)
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))

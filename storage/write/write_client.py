@@ -28,6 +28,7 @@ from storage.file_group.log_format import DATA_BLOCK_MAX_SIZE
 from storage.index import create_index
 from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY, with_meta_columns
+from storage.io.base_file_writer import bloom_options_of
 from storage.io.storage import normalize_base_path
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.keygen.key_generator import HoodieKeyException
@@ -385,16 +386,22 @@ class HoodieWriteClient:
         return metadata
 
     def _maybe_schedule_compaction(self) -> None:
-        """Inline compaction triggers (hoodie.compact.inline / hoodie.compact.schedule.inline). Execution of the
-        scheduled plan needs the MOR file-slice reader; until then inline compaction only schedules."""
+        """Inline compaction: when the trigger fires, `hoodie.compact.inline` schedules and executes a compaction
+        right after the deltacommit; `hoodie.compact.schedule.inline` only schedules it (an async or later
+        `run_compaction` executes it)."""
         from storage.config import CompactionConfigKeys as CK
-        from storage.table_service.compaction import schedule_compaction, should_schedule_inline
+        from storage.table_service.compaction import run_compaction, schedule_compaction, should_schedule_inline
 
-        if not (self.config.get(CK.INLINE_COMPACT) or self.config.get(CK.SCHEDULE_INLINE_COMPACT)):
+        inline = self.config.get(CK.INLINE_COMPACT)
+        if not (inline or self.config.get(CK.SCHEDULE_INLINE_COMPACT)):
             return
         options = dict(self.config.items())
-        if should_schedule_inline(self.meta_client, options):
-            schedule_compaction(self.meta_client, options)
+        if not should_schedule_inline(self.meta_client, options):
+            return
+        instant = schedule_compaction(self.meta_client, options)
+        if inline and instant is not None:
+            run_compaction(self.spark, self.base_path, instant, options)
+            self.meta_client.reload()
 
     def _requested_content(self, op: WriteOperationType) -> bytes:
         if op.commit_action != Action.REPLACE_COMMIT:
@@ -431,8 +438,7 @@ class HoodieWriteClient:
                                                 base.path if base else None, base.instant_time if base else "null",
                                                 log)
         c = self.config
-        bloom = {"filter_type": c.get(WK.BLOOM_FILTER_TYPE), "num_entries": c.get(WK.BLOOM_NUM_ENTRIES),
-                 "fpp": c.get(WK.BLOOM_FPP), "max_entries": c.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES)}
+        bloom = bloom_options_of(c)
         return WriteTaskContext(
             base_path=self.base_path, instant_time=instant_time, marker_dir=self.meta_client.marker_dir(instant_time),
             schema_ipc=serialize_schema(with_meta_columns(schema)), targets=targets,

@@ -211,23 +211,14 @@ def test_adopt_mor_location_sync_ro_rt_and_drop(spark, hms, client, db, fixture_
     assert got_ro == ro_expected
     snapshot_expected = hudi_rows(str(path), ["uuid", "fare"])
     assert snapshot_expected != ro_expected, "fixture must have a log-file update that only the realtime view shows"
-    rt_unsupported = None
-    try:
-        got_rt = sorted(tuple(r) for r in spark.sql(f"SELECT uuid, fare FROM {db}.trips_rt").collect())
-        assert got_rt == snapshot_expected
-    except Exception as exc:  # MOR snapshot reads are being built in storage/ by another helper
-        if "not supported yet" not in str(exc):
-            raise
-        rt_unsupported = str(exc)
+    got_rt = sorted(tuple(r) for r in spark.sql(f"SELECT uuid, fare FROM {db}.trips_rt").collect())
+    assert got_rt == snapshot_expected
 
     spark.sql(f"DROP TABLE {db}.trips")
     assert client.get_all_tables(db) == [], "DROP TABLE removes the table and its synced _ro/_rt tables"
     assert (path / ".hoodie").is_dir(), "a table created with LOCATION keeps its files"
-    if rt_unsupported:
-        pytest.xfail(f"storage cannot read MOR snapshots yet: {rt_unsupported}")
 
 
-@pytest.mark.xfail(reason="MOR snapshot (realtime) reads of slices with logs are not implemented yet", strict=False)
 def test_mor_sql_table_commits_sync_ro_and_rt(spark, hms, client, db):
     """A MOR table made by SQL: CREATE registers `<t>` (realtime input format, as Hudi's Spark SQL does); each
     delta commit syncs `<t>_ro` and `<t>_rt`; reads through them match hudi-rs."""
@@ -235,12 +226,7 @@ def test_mor_sql_table_commits_sync_ro_and_rt(spark, hms, client, db):
               "TBLPROPERTIES (type = 'mor', primaryKey = 'id', preCombineField = 'ts')")
     t = client.get_table(db, "m")
     assert (t.parameters["type"], t.sd.inputFormat) == ("mor", IN_RT)
-    try:
-        spark.sql(f"INSERT INTO {db}.m VALUES (1, 'a', 1, 'p1'), (2, 'b', 1, 'p2')")
-    except Exception as exc:  # MOR writes are being built in storage/ by another helper
-        if "merge-on-read writes are not supported" in str(exc):
-            pytest.xfail(f"storage cannot write MOR tables yet: {exc}")
-        raise
+    spark.sql(f"INSERT INTO {db}.m VALUES (1, 'a', 1, 'p1'), (2, 'b', 1, 'p2')")
     path = local_path(t.sd.location)
     spark.sql(f"INSERT INTO {db}.m VALUES (1, 'a2', 2, 'p1'), (3, 'c', 1, 'p3')")
     assert sorted(client.get_all_tables(db)) == ["m", "m_ro", "m_rt"]

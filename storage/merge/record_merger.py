@@ -1,0 +1,269 @@
+"""Merging the versions of each record key of a file slice, in Arrow (seed "Hudi Log 文件格式与读写流程").
+
+Every candidate carries a write sequence (`_hoodie_write_seq`): base-file rows come first (-1), log records
+follow in the order their blocks were written. The merge mode says which version of a key wins:
+
+- EVENT_TIME_ORDERING: the greatest value of the ordering (precombine) field; ties go to the later write.
+  A null ordering value sorts below every other value.
+- COMMIT_TIME_ORDERING: the later write, whatever the ordering field says.
+
+Deletes come as delete records (from DELETE_BLOCKs, with an ordering value) or as rows whose
+`_hoodie_is_deleted` is true. A delete record whose ordering value is absent or zero has "natural order" (it is
+what Spark SQL DELETE writes): it removes the key when it was written after the winning version. Under
+event-time ordering any other delete removes the key when its (ordering value, write sequence) is greater than
+the winner's; under commit-time ordering the later write wins. A winning row with `_hoodie_is_deleted` set
+deletes its key.
+
+The mode comes from `hoodie.record.merge.mode` when set, else from the payload class as Apache Hudi infers it
+(DefaultHoodieRecordPayload -> event time, OverwriteWithLatestAvroPayload -> commit time), else event time
+when an ordering field exists and commit time when none does.
+"""
+from __future__ import annotations
+
+import enum
+import logging
+from typing import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.meta_fields import IS_DELETED, RECORD_KEY
+
+log = logging.getLogger(__name__)
+
+WRITE_SEQ = "_hoodie_write_seq"
+BASE_WRITE_SEQ = -1
+DELETE_KEY = "record_key"
+DELETE_ORDERING = "ordering_value"
+
+MERGE_MODE_KEY = "hoodie.record.merge.mode"
+PAYLOAD_CLASS_KEYS = ("hoodie.compaction.payload.class", "hoodie.datasource.write.payload.class")
+_EVENT_TIME_PAYLOADS = ("DefaultHoodieRecordPayload", "EventTimeAvroPayload", "PartialUpdateAvroPayload")
+_COMMIT_TIME_PAYLOADS = ("OverwriteWithLatestAvroPayload", "OverwriteNonDefaultsWithLatestAvroPayload")
+
+
+class RecordMergeMode(str, enum.Enum):
+    EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
+    COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
+
+
+class HoodieMergeError(ValueError):
+    pass
+
+
+def resolve_merge_mode(props: Mapping[str, str], ordering_field: str | None,
+                       options: Mapping[str, str] | None = None) -> RecordMergeMode:
+    """The merge mode from read/write options first, then the table properties (Hudi's inference order)."""
+    for source in (options or {}, props):
+        explicit = source.get(MERGE_MODE_KEY)
+        if explicit:
+            return _parse_mode(explicit, ordering_field)
+    for source in (options or {}, props):
+        for key in PAYLOAD_CLASS_KEYS:
+            payload = source.get(key)
+            if payload:
+                simple = payload.rsplit(".", 1)[-1]
+                if simple in _EVENT_TIME_PAYLOADS:
+                    return _event_time_or_commit(ordering_field)
+                if simple in _COMMIT_TIME_PAYLOADS:
+                    return RecordMergeMode.COMMIT_TIME_ORDERING
+                log.warning("payload class %s is not supported; merging with event-time ordering", payload)
+                return _event_time_or_commit(ordering_field)
+    return _event_time_or_commit(ordering_field)
+
+
+def _parse_mode(text: str, ordering_field: str | None) -> RecordMergeMode:
+    value = text.strip().upper()
+    if value == RecordMergeMode.EVENT_TIME_ORDERING.value:
+        return _event_time_or_commit(ordering_field)
+    if value == RecordMergeMode.COMMIT_TIME_ORDERING.value:
+        return RecordMergeMode.COMMIT_TIME_ORDERING
+    raise HoodieMergeError(f"unsupported {MERGE_MODE_KEY} {text!r}: expected EVENT_TIME_ORDERING or "
+                           "COMMIT_TIME_ORDERING (CUSTOM mergers are not supported)")
+
+
+def _event_time_or_commit(ordering_field: str | None) -> RecordMergeMode:
+    # without an ordering field there is nothing to order events by: Hudi falls back to commit time
+    return RecordMergeMode.EVENT_TIME_ORDERING if ordering_field else RecordMergeMode.COMMIT_TIME_ORDERING
+
+
+# ----------------------------------------------------------------------------------------------- merging
+
+
+def empty_deletes(ordering_type: pa.DataType = pa.null()) -> pa.Table:
+    return pa.table({DELETE_KEY: pa.array([], pa.string()), DELETE_ORDERING: pa.array([], ordering_type),
+                     WRITE_SEQ: pa.array([], pa.int64())})
+
+
+def merge_records(records: pa.Table, deletes: pa.Table | None, mode: RecordMergeMode,
+                  ordering_field: str | None, key_column: str = RECORD_KEY) -> pa.Table:
+    """The surviving version of each key of `records` (base rows, then log rows in write order, each with
+    `_hoodie_write_seq`), with `deletes` (record_key, ordering_value, _hoodie_write_seq) applied.
+
+    Rows come back in the order of `records` (base file order first, then new keys in log order); the
+    `_hoodie_write_seq` column is kept. Rows whose key is null are kept as they are (they cannot be merged)."""
+    if mode == RecordMergeMode.EVENT_TIME_ORDERING and (not ordering_field or ordering_field not in records.column_names):
+        raise HoodieMergeError(f"event-time ordering needs the ordering field {ordering_field!r} in the records "
+                               f"(columns: {', '.join(records.column_names)})")
+    if records.num_rows == 0:
+        return records
+    winners = _winners(records, mode, ordering_field, key_column)
+    keep = _survivors(records, winners, deletes, mode, ordering_field, key_column)
+    chosen = pc.filter(winners, keep)
+    return records.take(pc.take(chosen, pc.array_sort_indices(chosen)))
+
+
+def _arange(n: int) -> pa.Array:
+    return pa.array(np.arange(n, dtype=np.int64))
+
+
+def _constant(n: int, value: bool) -> pa.Array:
+    return pa.array(np.full(n, value, dtype=bool))
+
+
+def _winners(records: pa.Table, mode: RecordMergeMode, ordering_field: str | None, key_column: str) -> pa.Array:
+    """Row index of the winning version of each key (and of every row with a null key)."""
+    columns = {"k": records[key_column], "s": records[WRITE_SEQ], "i": _arange(records.num_rows)}
+    sort_keys = [("k", "ascending", "at_end")]
+    if mode == RecordMergeMode.EVENT_TIME_ORDERING:
+        columns["o"] = records[ordering_field]
+        sort_keys.append(("o", "descending", "at_end"))  # a null ordering value loses to any value
+    sort_keys += [("s", "descending", "at_end"), ("i", "descending", "at_end")]  # in one block the last row wins
+    frame = pa.table(columns)
+    order = pc.sort_indices(frame, sort_keys=sort_keys)
+    keys = _flat(pc.take(frame["k"], order))
+    first = pc.or_(_first_of_runs(keys), pc.is_null(keys))
+    return pc.filter(_flat(pc.take(frame["i"], order)), first)
+
+
+def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def _first_of_runs(sorted_keys: pa.Array) -> pa.Array:
+    """True where a sorted key differs from the one before it."""
+    n = len(sorted_keys)
+    if n == 0:
+        return pa.array([], pa.bool_())
+    previous, current = sorted_keys.slice(0, n - 1), sorted_keys.slice(1)
+    changed = pc.fill_null(pc.not_equal(current, previous), True)
+    return pa.concat_arrays([pa.array([True]), changed])
+
+
+def _survivors(records: pa.Table, winners: pa.Array, deletes: pa.Table | None, mode: RecordMergeMode,
+               ordering_field: str | None, key_column: str) -> pa.Array:
+    """For each winner: False when a delete removes its key."""
+    keep = _constant(len(winners), True)
+    if IS_DELETED in records.column_names:
+        flagged = pc.fill_null(pc.cast(_flat(pc.take(records[IS_DELETED], winners)), pa.bool_()), False)
+        keep = pc.and_(keep, pc.invert(flagged))
+    if deletes is None or deletes.num_rows == 0:
+        return keep
+    frame = pa.table({"k": _flat(pc.take(records[key_column], winners)),
+                      "s": _flat(pc.take(records[WRITE_SEQ], winners)), "pos": _arange(len(winners))})
+    if mode == RecordMergeMode.COMMIT_TIME_ORDERING:
+        removed = _later_delete(frame, deletes)
+    else:
+        frame = frame.append_column("o", _flat(pc.take(records[ordering_field], winners)))
+        removed = _event_time_delete(frame, deletes)
+    return pc.and_(keep, pc.invert(removed))
+
+
+def _later_delete(frame: pa.Table, deletes: pa.Table) -> pa.Array:
+    """Per winner: is there a delete of its key written after it?"""
+    latest = deletes.select([DELETE_KEY, WRITE_SEQ]).group_by(DELETE_KEY).aggregate([(WRITE_SEQ, "max")])
+    joined = _join_by_position(frame, latest, ["d_seq"])
+    return pc.fill_null(pc.greater(joined["d_seq"], joined["s"]), False).combine_chunks()
+
+
+def _event_time_delete(frame: pa.Table, deletes: pa.Table) -> pa.Array:
+    ordering = _ordering_values(deletes[DELETE_ORDERING], frame["o"].type)
+    natural = _is_natural_order(ordering)
+    deletes = pa.table({DELETE_KEY: deletes[DELETE_KEY], DELETE_ORDERING: ordering, WRITE_SEQ: deletes[WRITE_SEQ]})
+    removed = _constant(frame.num_rows, False)
+    natural_deletes = deletes.filter(natural)
+    if natural_deletes.num_rows:
+        removed = pc.or_(removed, _later_delete(frame, natural_deletes))
+    ordered = deletes.filter(pc.invert(natural))
+    if ordered.num_rows:
+        removed = pc.or_(removed, _greater_ordered_delete(frame, ordered))
+    return removed
+
+
+def _greater_ordered_delete(frame: pa.Table, ordered: pa.Table) -> pa.Array:
+    """Per winner: a delete of its key with a greater (ordering value, write sequence)."""
+    order = pc.sort_indices(ordered, sort_keys=[(DELETE_KEY, "ascending", "at_end"),
+                                                (DELETE_ORDERING, "descending", "at_end"),
+                                                (WRITE_SEQ, "descending", "at_end")])
+    ordered = ordered.take(order)
+    best = ordered.filter(_first_of_runs(_flat(ordered[DELETE_KEY])))
+    joined = _join_by_position(frame, best, ["d_o", "d_seq"])
+    o, s, d_o, d_seq = joined["o"], joined["s"], joined["d_o"], joined["d_seq"]
+    has_delete = pc.is_valid(d_seq)
+    greater = pc.or_(pc.fill_null(pc.greater(d_o, o), False),
+                     pc.and_(pc.fill_null(pc.equal(d_o, o), False), pc.greater(d_seq, s)))
+    greater = pc.or_(greater, pc.and_(pc.is_null(o), pc.is_valid(d_o)))  # null orders below any value
+    return pc.and_(has_delete, pc.fill_null(greater, False)).combine_chunks()
+
+
+def _join_by_position(frame: pa.Table, per_key: pa.Table, names: list[str]) -> pa.Table:
+    """`frame` left-joined with one row per key of `per_key` (key column first), in `frame` order."""
+    key_first = [DELETE_KEY] + [c for c in per_key.column_names if c != DELETE_KEY]  # aggregate puts keys last
+    renamed = per_key.select(key_first).rename_columns(["k", *names])
+    joined = frame.join(renamed, keys="k", join_type="left outer", use_threads=False)
+    return joined.take(pc.sort_indices(joined["pos"]))
+
+
+def _ordering_values(values: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.Array:
+    values = _flat(values)
+    if values.type == target:
+        return values
+    try:
+        return pc.cast(values, target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        log.warning("delete ordering values of type %s do not convert to %s (%s); deleting in natural order",
+                    values.type, target, exc)
+        return pa.nulls(len(values), target)
+
+
+def _is_natural_order(ordering: pa.Array) -> pa.Array:
+    """Absent or zero ordering values: the delete orders by write time (what Spark SQL DELETE writes)."""
+    missing = pc.is_null(ordering)
+    t = ordering.type
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t):
+        return pc.or_(missing, pc.fill_null(pc.equal(ordering, pa.scalar(0).cast(t)), False))
+    return missing
+
+
+def coerce_ordering_values(values: pa.ChunkedArray | pa.Array, target: pa.DataType | None) -> pa.Array:
+    """Delete-record ordering values as the ordering column's type (nulls, i.e. natural order, where they do
+    not convert)."""
+    values = _flat(values)
+    if target is None or values.type == target:
+        return values
+    return _ordering_values(values, target)
+
+
+def record_keys_from_fields(table: pa.Table, key_fields: list[str] | tuple[str, ...]) -> pa.Array:
+    """Record keys as Hudi's key generators spell them when the table does not store `_hoodie_record_key`:
+    the value of a single key field, else `field:value` pairs joined by commas (null -> `__null__`,
+    empty -> `__empty__`)."""
+    if not key_fields:
+        raise HoodieMergeError("the table has neither _hoodie_record_key values nor hoodie.table.recordkey.fields")
+    missing = [f for f in key_fields if f not in table.column_names]
+    if missing:
+        raise HoodieMergeError(f"record key field(s) {', '.join(missing)} missing from the records")
+    parts = [_key_text(table[f]) for f in key_fields]
+    if len(parts) == 1:
+        return parts[0]
+    pieces = []
+    for name, text in zip(key_fields, parts):
+        pieces.append(pc.binary_join_element_wise(pa.scalar(name), text, ":"))
+    return _flat(pc.binary_join_element_wise(*pieces, ","))
+
+
+def _key_text(column: pa.ChunkedArray) -> pa.Array:
+    text = _flat(pc.cast(column, pa.string()))
+    text = pc.if_else(pc.equal(text, ""), pa.scalar("__empty__"), text)
+    return _flat(pc.fill_null(text, "__null__"))

@@ -1,0 +1,194 @@
+"""The merged rows of one file slice: base file + log blocks (merge-on-read), the unit of work of MOR snapshot
+reads (inside Spark tasks) and of compaction.
+
+Public contract (used by storage/table_service/compaction.py):
+
+    read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext) -> pa.Table
+
+returns the slice's surviving records with the meta columns first, then the data columns of `schema` in its
+order (`schema` may or may not list the meta columns). `FileSliceReadContext.for_table(meta_client, as_of=None)`
+captures everything the merge needs from the table and timeline; it is a small picklable value, so the driver
+builds it once and ships it to the tasks.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Mapping
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from storage.file_group.log_scanner import HoodieMergedLogRecordScanner, LogScanStats
+from storage.merge.record_merger import (
+    WRITE_SEQ,
+    BASE_WRITE_SEQ,
+    RecordMergeMode,
+    merge_records,
+    record_keys_from_fields,
+    resolve_merge_mode,
+)
+from storage.merge.schema_conform import conform_table
+from storage.meta_fields import RECORD_KEY, with_meta_columns
+from storage.table.file_slice import FileSlice
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.instant import HoodieInstant
+
+log = logging.getLogger(__name__)
+
+MERGE_KEY = "_hoodie_merge_key"  # the key merged on when the table does not store _hoodie_record_key
+
+
+@dataclass(frozen=True)
+class FileSliceReadContext:
+    """What merging a file slice needs to know about the table and the query point.
+
+    valid_instants: completed write instants (commit, deltacommit, replacecommit) visible at the query point;
+        only log blocks of these instants count (table v8: visibility by completion time).
+    pending_instants: instants on the active timeline that have not completed (never read).
+    first_active_instant: instants older than this were archived after completing; their blocks count.
+    as_of: the query point (instant time in v6, completion time in v8), None = latest.
+    """
+
+    base_path: str
+    table_version: int
+    timeline_layout_version: int
+    valid_instants: frozenset[str]
+    pending_instants: frozenset[str]
+    first_active_instant: str | None
+    as_of: str | None
+    merge_mode: RecordMergeMode
+    ordering_field: str | None
+    record_key_fields: tuple[str, ...]
+    populate_meta_fields: bool = True
+
+    @property
+    def is_v8(self) -> bool:
+        return self.timeline_layout_version >= 2
+
+    def is_instant_visible(self, instant_time: str) -> bool:
+        """Does a log block written by `instant_time` count at the query point?"""
+        if instant_time in self.valid_instants:
+            return True
+        if instant_time in self.pending_instants:
+            return False
+        archived = self.first_active_instant is not None and instant_time < self.first_active_instant
+        return archived and (self.as_of is None or instant_time <= self.as_of)
+
+    @classmethod
+    def for_table(cls, meta_client: HoodieTableMetaClient, as_of: str | None = None,
+                  options: Mapping[str, str] | None = None) -> "FileSliceReadContext":
+        config = meta_client.table_config
+        is_v8 = config.timeline_layout_version >= 2
+        timeline = meta_client.timeline
+
+        def point(i: HoodieInstant) -> str:
+            return i.completion_time if is_v8 and i.completion_time else i.timestamp
+
+        valid = frozenset(i.timestamp for i in timeline.completed().write_timeline()
+                          if as_of is None or point(i) <= as_of)
+        pending = frozenset(i.timestamp for i in timeline.pending())
+        first = timeline.first()
+        ordering = config.precombine_field or None
+        props = dict(config.props)
+        return cls(
+            base_path=meta_client.base_path,
+            table_version=config.version,
+            timeline_layout_version=config.timeline_layout_version,
+            valid_instants=valid,
+            pending_instants=pending,
+            first_active_instant=first.timestamp if first else None,
+            as_of=as_of,
+            merge_mode=resolve_merge_mode(props, ordering, options),
+            ordering_field=ordering,
+            record_key_fields=tuple(config.record_key_fields or ()),
+            populate_meta_fields=config.populate_meta_fields,
+        )
+
+
+def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext) -> pa.Table:
+    """The merged records of `file_slice`: meta columns, then the data columns of `schema` in its order."""
+    return read_file_slice_with_stats(file_slice, schema, ctx)[0]
+
+
+def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema,
+                               ctx: FileSliceReadContext) -> tuple[pa.Table, LogScanStats]:
+    out_schema = with_meta_columns(schema)
+    merge_schema, ordering_field = _merge_schema(out_schema, file_slice, ctx)
+    scanner = HoodieMergedLogRecordScanner(
+        [lf.path for lf in file_slice.sorted_log_files()], merge_schema, ctx.is_instant_visible,
+        latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx))
+    scan = scanner.scan()
+    base = _read_base(file_slice, merge_schema, ctx)
+    if scan.records.num_rows == 0 and scan.deletes.num_rows == 0:
+        merged = base if base is not None else merge_schema.empty_table()
+    else:
+        parts = ([base.append_column(WRITE_SEQ, pa.array([BASE_WRITE_SEQ] * base.num_rows, pa.int64()))]
+                 if base is not None else []) + [scan.records]
+        records = pa.concat_tables(parts)
+        mode = ctx.merge_mode if ordering_field else RecordMergeMode.COMMIT_TIME_ORDERING
+        key = RECORD_KEY if ctx.populate_meta_fields else MERGE_KEY
+        merged = merge_records(records, scan.deletes, mode, ordering_field, key_column=key)
+    log.debug("file slice %s/%s@%s: %d rows (%s)", file_slice.partition_path, file_slice.file_id,
+              file_slice.base_instant, merged.num_rows, scan.stats)
+    return merged.select(out_schema.names), scan.stats
+
+
+def _merge_schema(out_schema: pa.Schema, file_slice: FileSlice,
+                  ctx: FileSliceReadContext) -> tuple[pa.Schema, str | None]:
+    """The output columns plus what the merge needs: the ordering field and, without meta fields, a key."""
+    schema = out_schema
+    ordering = ctx.ordering_field
+    if ordering and ordering not in schema.names:
+        found = _field_type_in_base(file_slice, ordering)
+        if found is None:
+            log.warning("ordering field %r is neither in the read schema nor in the base file of %s; merging by "
+                        "commit time", ordering, file_slice.file_id)
+            ordering = None
+        else:
+            schema = schema.append(pa.field(ordering, found))
+    if not ctx.populate_meta_fields:
+        for f in ctx.record_key_fields:
+            if f not in schema.names:
+                found = _field_type_in_base(file_slice, f) or pa.string()
+                schema = schema.append(pa.field(f, found))
+        schema = schema.append(pa.field(MERGE_KEY, pa.string()))
+    return schema, ordering
+
+
+def _field_type_in_base(file_slice: FileSlice, name: str) -> pa.DataType | None:
+    if file_slice.base_file is None:
+        return None
+    file_schema = pq.read_schema(file_slice.base_file.path)
+    return file_schema.field(name).type if name in file_schema.names else None
+
+
+def _key_filler(ctx: FileSliceReadContext):
+    if ctx.populate_meta_fields:
+        return None
+    fields = ctx.record_key_fields
+
+    def fill(table: pa.Table) -> pa.Table:
+        computed = record_keys_from_fields(table, fields)
+        if RECORD_KEY in table.column_names:
+            computed = pc.coalesce(table[RECORD_KEY].combine_chunks(), computed)
+        if MERGE_KEY in table.column_names:
+            table = table.drop_columns([MERGE_KEY])
+        return table.append_column(MERGE_KEY, computed)
+
+    return fill
+
+
+def _read_base(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext) -> pa.Table | None:
+    if file_slice.base_file is None:
+        return None
+    path = file_slice.base_file.path
+    wanted = [n for n in schema.names if n != MERGE_KEY]
+    parquet = pq.ParquetFile(path)
+    present = [n for n in wanted if n in parquet.schema_arrow.names]
+    table = parquet.read(columns=present)
+    filler = _key_filler(ctx)
+    if filler is not None:
+        table = filler(table)
+    return conform_table(table, schema, path)

@@ -1,0 +1,216 @@
+"""Execution of a scheduled compaction (Hudi's HoodieCompactor; seed "数据compaction").
+
+`<t>.compaction.requested` holds the plan; execution moves it to `<t>.compaction.inflight`, runs one Spark task
+per operation (each merges its file slice's base file and log files with `read_file_slice` and writes a new
+base file `<fileId>_<writeToken>_<t>.parquet`, returning its write stat as the commit message), and publishes
+everything at once as `<t>.commit` with operationType COMPACT. Until then readers do not see the new base files
+(their instant is not completed), so a compaction that dies half-way changes nothing a reader sees; the next
+run undoes its files (through its markers) and executes the plan again.
+
+Records keep the meta columns they were written with (commit time and sequence number of the deltacommit that
+wrote them); only `_hoodie_file_name` changes, as in Hudi.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from storage.avro.schema_converter import arrow_to_avro_schema
+from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
+from storage.io.base_file_writer import bloom_options_of, write_base_file
+from storage.io.storage import HoodieStorage
+from storage.meta_fields import FILE_NAME
+from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice_with_stats
+from storage.read.mor_scan import DESCRIPTOR_SCHEMA, file_slice_of, slice_descriptor
+from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroupId, HoodieLogFile
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.schema_resolver import table_data_schema
+from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
+from storage.timeline.instant import Action, HoodieInstant
+from storage.write.handle import null_meta_fields, task_ids
+from storage.write.heartbeat import Heartbeat, is_writer_alive
+from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
+
+log = logging.getLogger(__name__)
+
+COMPACT_OPERATION = "COMPACT"  # WriteOperationType.COMPACT, as recorded in the commit metadata
+
+
+class CompactionExecutionError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class CompactionTaskContext:
+    """What every compaction task needs; small and picklable."""
+
+    base_path: str
+    instant_time: str
+    marker_dir: str
+    schema_ipc: bytes  # data schema (no meta columns)
+    read: FileSliceReadContext
+    bloom_options: dict
+    compression: str
+    row_group_bytes: int
+    populate_meta_fields: bool
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+
+
+def operation_slice(base_path: str, operation: dict[str, Any]) -> FileSlice:
+    """The file slice a plan operation names (plans store file names relative to the partition)."""
+    partition = operation.get("partitionPath") or ""
+    directory = join_path(base_path, partition) if partition else base_path
+    base_name = operation.get("dataFilePath")
+    base = None
+    if base_name:
+        path = join_path(directory, base_name)
+        base = HoodieBaseFile.of(path, _size(path))
+    logs = [HoodieLogFile.of(join_path(directory, n), _size(join_path(directory, n)))
+            for n in operation.get("deltaFilePaths") or []]
+    return FileSlice(HoodieFileGroupId(partition, operation["fileId"]), operation["baseInstantTime"], base, logs)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except FileNotFoundError as exc:
+        raise CompactionExecutionError(f"compaction plan names {path}, which does not exist") from exc
+
+
+def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> HoodieWriteStat:
+    """One compaction operation: merge the slice and write its new base file at the compaction instant."""
+    started = time.time()
+    merged, stats = read_file_slice_with_stats(file_slice, ctx.schema, ctx.read)
+    partition_id, stage_id, attempt_id = task_ids()
+    file_name = make_base_file_name(file_slice.file_id, make_write_token(partition_id, stage_id, attempt_id),
+                                    ctx.instant_time)
+    merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
+                               pa.array([file_name] * merged.num_rows, pa.string()))
+    if not ctx.populate_meta_fields:
+        merged = null_meta_fields(merged)
+    storage = HoodieStorage()
+    partition = file_slice.partition_path
+    write_partition_metadata(storage, ctx.base_path, partition, ctx.instant_time)
+    create_marker(storage, ctx.marker_dir, partition, file_name, IOType.CREATE)
+    size = write_base_file(join_path(ctx.base_path, partition, file_name), merged, ctx.bloom_options,
+                           ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
+    log_size = sum(lf.size for lf in file_slice.log_files)
+    took = int((time.time() - started) * 1000)
+    return HoodieWriteStat(
+        fileId=file_slice.file_id,
+        path=f"{partition}/{file_name}" if partition else file_name,
+        prevCommit=file_slice.base_instant,
+        numWrites=merged.num_rows,
+        numDeletes=stats.deletes,
+        numUpdateWrites=stats.records,
+        totalWriteBytes=size,
+        partitionPath=partition,
+        totalLogRecords=stats.records + stats.deletes,
+        totalLogFilesCompacted=len(file_slice.log_files),
+        totalLogSizeCompacted=log_size,
+        totalUpdatedRecordsCompacted=stats.records,
+        totalLogBlocks=stats.blocks,
+        totalCorruptLogBlock=stats.corrupt_blocks,
+        totalRollbackBlocks=stats.command_blocks,
+        fileSizeInBytes=size,
+        runtimeStats=RuntimeStats(took, 0, 0),
+    )
+
+
+def _compaction_tasks(ctx: CompactionTaskContext):
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for row in batch.to_pylist():  # one row per operation (file slice), never per record
+                stat = compact_file_slice(file_slice_of(row), ctx)
+                yield pa.RecordBatch.from_pydict({"stat": [json.dumps(stat.to_json_dict())]})
+
+    return run
+
+
+def _undo_failed_attempt(meta: HoodieTableMetaClient, instant: HoodieInstant) -> None:
+    """An inflight compaction whose executor died: delete what it wrote and return it to requested."""
+    if is_writer_alive(meta.storage, meta.meta_path, instant.timestamp):
+        raise CompactionExecutionError(f"compaction {instant.timestamp} of {meta.base_path} is being executed by "
+                                       "another running process")
+    marker_dir = meta.marker_dir(instant.timestamp)
+    markers = list_markers(marker_dir)
+    for marker in markers:
+        meta.storage.delete(join_path(meta.base_path, marker.partition_path, marker.file_name))
+    delete_marker_dir(meta.storage, marker_dir)
+    meta.storage.delete(join_path(meta.meta_path, instant.file_name(meta.table_config.timeline_layout_version)))
+    meta.reload()
+    log.info("rolled back the failed attempt of compaction %s (%d files removed)", instant.timestamp, len(markers))
+
+
+def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant_time: str, plan: dict[str, Any],
+                       options: dict[str, str] | None = None) -> HoodieCommitMetadata:
+    """Run the plan of pending compaction `instant_time` and complete it as `<instant_time>.commit`."""
+    timeline = meta.active_timeline
+    pending = [i for i in timeline.timeline.pending() if i.timestamp == instant_time and i.action == Action.COMPACTION]
+    if not pending:
+        raise CompactionExecutionError(f"no pending compaction {instant_time} in {meta.base_path}")
+    if pending[0].is_inflight:
+        _undo_failed_attempt(meta, pending[0])
+        timeline = meta.active_timeline
+    requested = timeline.requested_of(pending[0])
+    operations = plan.get("operations") or []
+    slices = [operation_slice(meta.base_path, op) for op in operations]
+    ctx = _task_context(meta, instant_time, slices, options)
+    heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
+    try:
+        inflight = timeline.transition_to_inflight(requested)
+        stats = _run_tasks(spark, slices, ctx)
+        metadata = HoodieCommitMetadata(operationType=COMPACT_OPERATION, compacted=True)
+        metadata.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(ctx.schema, meta.table_config.name),
+                                                      separators=(",", ":"))
+        for stat in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
+            metadata.add_write_stat(stat)
+        timeline.transition_to_complete(inflight, metadata.to_json_bytes())
+    finally:
+        heartbeat.stop()
+    delete_marker_dir(meta.storage, ctx.marker_dir)
+    meta.reload()
+    log.info("compaction %s of %s: %d file slices, %d records written", instant_time, meta.base_path,
+             len(stats), sum(s.numWrites for s in stats))
+    return metadata
+
+
+def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[FileSlice],
+                  options: dict[str, str] | None) -> CompactionTaskContext:
+    sample = next((s.base_file.path for s in slices if s.base_file is not None), None)
+    schema = table_data_schema(meta, None, sample)
+    if schema is None:
+        raise CompactionExecutionError(f"table {meta.base_path} has no schema to compact with")
+    config = HoodieConfig.of(dict(meta.table_config.props), options or {})
+    return CompactionTaskContext(
+        base_path=meta.base_path,
+        instant_time=instant_time,
+        marker_dir=meta.marker_dir(instant_time),
+        schema_ipc=schema.serialize().to_pybytes(),
+        read=FileSliceReadContext.for_table(meta, None, options),
+        bloom_options=bloom_options_of(config),
+        compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
+        row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE),
+        populate_meta_fields=meta.table_config.populate_meta_fields,
+    )
+
+
+def _run_tasks(spark: SparkSession, slices: list[FileSlice], ctx: CompactionTaskContext) -> list[HoodieWriteStat]:
+    if not slices:
+        return []
+    rows = [slice_descriptor(s) for s in slices]
+    descriptors = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
+    out = descriptors.mapInArrow(_compaction_tasks(ctx), "stat string").collect()
+    return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in out]
+
