@@ -269,11 +269,15 @@ class HoodieWriteClient:
         meta = self.meta_client
         rollback_failed_writes(meta)
         fs_view = FileSystemView(meta)
-        tagged = self._tag(records, settings, op, fs_view, partitions)
-        profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
-                                                   WriteOperationType.INSERT) else None
-        plan = self._plan(op, tagged, profile, fs_view, partitions)
-        return self._execute(tagged, settings, op, schema, plan, fs_view, partitions)
+        # the index join feeds both the workload profile and the write tasks: computed once
+        tagged = self._tag(records, settings, op, fs_view, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
+                                                       WriteOperationType.INSERT) else None
+            plan = self._plan(op, tagged, profile, fs_view, partitions)
+            return self._execute(tagged, settings, op, schema, plan, fs_view, partitions)
+        finally:
+            tagged.unpersist()
 
     def _init_table(self, settings: TableSettings, schema: pa.Schema) -> HoodieTableMetaClient:
         from storage.avro.schema_converter import arrow_to_create_schema

@@ -103,6 +103,11 @@ def test_compaction_folds_logs_into_base_files(spark, tmp_path):
     # time travel to before the compaction still reads the old slices
     old = _ours(spark, path, **{"as.of.instant": before_compaction})
     assert old == arrow_rows(hudi_rs_read(str(path), as_of=before_compaction), COLS)
+    # and every completed instant reads the same through both readers (the b4 deltacommit included: its slice
+    # is now the compacted one)
+    for point in mc.timeline.completed().timestamps():
+        assert _ours(spark, path, **{"as.of.instant": point}) == arrow_rows(hudi_rs_read(str(path), as_of=point),
+                                                                           COLS), f"as of {point}"
 
 
 def test_failed_compaction_changes_nothing_and_is_redone(spark, tmp_path, monkeypatch):
