@@ -38,6 +38,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from storage.write.heartbeat import pid_alive
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
 
@@ -466,23 +468,6 @@ def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((LOOPBACK, 0))
         return s.getsockname()[1]
-
-
-def pid_alive(pid: int) -> bool:
-    """True if `pid` runs; a zombie (exited, not yet reaped by its parent) counts as dead.
-
-    Deliberately no waitpid(): it could reap children that other code (e.g. Spark's launcher) owns."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        # /proc/<pid>/stat: "pid (comm) STATE ..."; comm may contain spaces, so split after ')'.
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        return stat.rsplit(")", 1)[1].split()[0] != "Z"
-    return True
 
 
 def _cmdline(pid: int) -> list[str] | None:

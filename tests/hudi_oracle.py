@@ -54,3 +54,13 @@ def spark_rows(df, columns: list[str] | None = None, drop_meta: bool = True) -> 
 
 def arrow_rows(table: pa.Table, columns: list[str] | None = None, drop_meta: bool = True) -> list[tuple]:
     return rows(table.to_pylist(), columns, drop_meta)
+
+
+def apply_batch(state: dict, batch: list[tuple], delete: bool = False, key: int = 0, ordering: int = 3) -> None:
+    """The expected table after writing `batch` (tuples) with event-time ordering: `state` maps key -> row; an
+    upsert keeps the row with the greater-or-equal ordering value, a delete removes the key."""
+    for r in batch:
+        if delete:
+            state.pop(r[key], None)
+        elif r[key] not in state or r[ordering] >= state[r[key]][ordering]:
+            state[r[key]] = r

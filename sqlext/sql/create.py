@@ -19,7 +19,7 @@ from sqlglot import exp
 
 from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
-from sqlext.sql.storage_bridge import init_table
+from storage.write.write_client import init_table
 from sqlext.sql.table import HudiTable
 from storage.io.storage import normalize_base_path
 from storage.write.write_client import write_dataframe
@@ -209,6 +209,9 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
             extra[key] = value  # kept in hoodie.properties: every later write of the table uses it
         else:
             log.warning("CREATE TABLE %s: property %s is not used by Hudi tables", ref.qualified_name, key)
+    from sqlext.sql.properties import check_properties
+
+    check_properties(ctx, spec.properties, node, table=ref.qualified_name)  # Java class names: warn or reject
     if spec.partition_by:
         options["hoodie.datasource.write.partitionpath.field"] = ",".join(_canonical(spec.partition_by, schema))
     keys = [k.strip() for k in options.get("hoodie.datasource.write.recordkey.field", "").split(",") if k.strip()]

@@ -2,6 +2,7 @@
 the write options every SQL write starts from."""
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from typing import Callable
@@ -13,12 +14,11 @@ from pyspark.sql.types import StructField, StructType
 
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.keygen import KeyGenerator, create_key_generator
-from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY
 from storage.read import read_table
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
 from sqlext.sql.resolver import HudiTableRef
-from sqlext.sql.storage_bridge import hidden_columns
 
 log = logging.getLogger(__name__)
 
@@ -116,3 +116,21 @@ def session_hoodie_conf(spark: SparkSession) -> dict[str, str]:
     except Exception:  # older/connect sessions: no getAll
         return {}
     return {k: v for k, v in dict(values).items() if k.startswith("hoodie.")}
+
+
+def hidden_columns(meta: HoodieTableMetaClient, data_columns: list[str]) -> list[str]:
+    """Columns the engine added to the data schema that the user never declared.
+
+    Tables written before `_hoodie_is_deleted` became a side column may carry it in their schema; SQL shows it
+    only when the create schema declares it.
+    """
+    if IS_DELETED not in data_columns:
+        return []
+    create = meta.table_config.create_schema
+    declared = set()
+    if create:
+        try:
+            declared = {f.get("name") for f in json.loads(create).get("fields", [])}
+        except (ValueError, AttributeError):
+            return []
+    return [] if IS_DELETED in declared else [IS_DELETED]

@@ -5,12 +5,14 @@ the tolerance, or it was written on this host by a process that no longer exists
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from storage.io.storage import HoodieStorage
 
@@ -53,13 +55,20 @@ class Heartbeat:
         self.storage.delete(heartbeat_path(self.meta_path, self.instant_time))
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """True if `pid` runs; a zombie (exited, not yet reaped by its parent) counts as dead.
+
+    Deliberately no waitpid(): it could reap children that other code (e.g. Spark's launcher) owns."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
+    with contextlib.suppress(OSError):
+        # /proc/<pid>/stat: "pid (comm) STATE ..."; comm may contain spaces, so split after ')'.
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] != "Z"
     return True
 
 
@@ -72,6 +81,6 @@ def is_writer_alive(storage: HoodieStorage, meta_path: str, instant_time: str,
         info = json.loads(storage.read_text(path))
     except (ValueError, OSError):
         return False
-    if info.get("host") == socket.gethostname() and not _pid_alive(int(info.get("pid", -1))):
+    if info.get("host") == socket.gethostname() and not pid_alive(int(info.get("pid", -1))):
         return False
     return time.time() - float(info.get("time", 0)) <= interval_s * (TOLERABLE_MISSES + 1)

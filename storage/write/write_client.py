@@ -165,6 +165,27 @@ def _new_table_config(settings: TableSettings, config: HoodieConfig, avro_schema
     return HoodieTableConfig(props)
 
 
+def new_table_config(options: dict[str, str], data_schema: pa.Schema) -> HoodieTableConfig:
+    """The hoodie.properties a first write with `options` and `data_schema` would create."""
+    from storage.avro.schema_converter import arrow_to_create_schema
+
+    config = HoodieConfig.of(options)
+    settings = _resolve_settings(config, None)
+    schema = reconcile(None, data_schema)  # the schema a write would record (byte/short -> int, UTC timestamps)
+    avro = json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":"))
+    return _new_table_config(settings, config, avro)
+
+
+def init_table(base_path: str, options: dict[str, str], data_schema: pa.Schema,
+               extra_props: dict[str, str] | None = None) -> HoodieTableMetaClient:
+    """Create an empty table (`.hoodie/` with hoodie.properties, no commit) from write options and a schema
+    (what CREATE TABLE does before any row is written)."""
+    config = new_table_config(options, data_schema)
+    if extra_props:
+        config = config.with_updates({k: v for k, v in extra_props.items() if k not in config.props})
+    return HoodieTableMetaClient.init_table(base_path, config)
+
+
 def _payload_name(config: HoodieConfig, table: HoodieTableConfig | None) -> str:
     cls = config.get(WK.PAYLOAD_CLASS) or (table.props.get(TK.PAYLOAD_CLASS.key) if table else None) or ""
     if cls.rsplit(".", 1)[-1] == PAYLOAD_DEFAULT or (table and table.get(TK.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING"):

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
+from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service import compactor
@@ -31,14 +31,6 @@ def _write(spark, path, data, opts, operation="upsert"):
         .option("hoodie.datasource.write.operation", operation).mode("append").save(str(path))
 
 
-def _apply(state, batch, delete=False):
-    for r in batch:
-        if delete:
-            state.pop(r[0], None)
-        elif r[0] not in state or r[3] >= state[r[0]][3]:
-            state[r[0]] = r
-
-
 def _expected(state):
     return rows([dict(zip(COLS, r)) for r in state.values()], COLS)
 
@@ -56,7 +48,7 @@ def _build(spark, path, opts):
     b3 = [(i, "x", 0.0, 7, f"2024-01-0{1 + i % 2}") for i in (2, 3)]
     for batch, op in ((b1, "upsert"), (b2, "upsert"), (b3, "delete")):
         _write(spark, path, batch, opts, op)
-        _apply(state, batch, delete=op == "delete")
+        apply_batch(state, batch, delete=op == "delete")
     return state
 
 
@@ -74,7 +66,7 @@ def test_compaction_folds_logs_into_base_files(spark, tmp_path):
     b4 = [(0, "v0", 9.0, 8, "2024-01-01"), (5, "v5", 9.0, 8, "2024-01-02")]
     _write(spark, path, b4, opts)
     planned_state = dict(state)
-    _apply(state, b4)
+    apply_batch(state, b4)
     assert _ours(spark, path) == _expected(state)
 
     assert run_compaction(spark, str(path)) == [instant]
@@ -146,7 +138,7 @@ def test_inline_compaction_after_n_deltacommits(spark, tmp_path):
     state: dict = {}
     for ts, batch in enumerate(([(1, "a", 1.0, 1, "d"), (2, "b", 1.0, 1, "d")], [(1, "a2", 2.0, 2, "d")]), 1):
         _write(spark, path, batch, opts)
-        _apply(state, batch)
+        apply_batch(state, batch)
     mc = HoodieTableMetaClient.load(str(path))
     actions = [i.action for i in mc.timeline.completed()]
     assert actions == ["deltacommit", "deltacommit", "commit"]

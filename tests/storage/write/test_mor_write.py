@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hudi_oracle import arrow_rows, hudi_rs_read, rows
+from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows
 from storage.file_group.log_block import HoodieLogBlockType
 from storage.file_group.log_format import read_log_blocks
 from storage.table.meta_client import HoodieTableMetaClient
@@ -37,14 +37,6 @@ def _write(spark, path, data, opts, operation="upsert"):
     df.write.format("hudi").options(**opts).option("hoodie.datasource.write.operation", operation).mode("append").save(str(path))
 
 
-def _apply(state, batch, delete=False):
-    for r in batch:
-        if delete:
-            state.pop(r[0], None)
-        elif r[0] not in state or r[3] >= state[r[0]][3]:
-            state[r[0]] = r
-
-
 def _check(path, state):
     want = rows([dict(zip(COLS, r)) for r in state.values()], COLS)
     assert arrow_rows(hudi_rs_read(str(path)), COLS) == want
@@ -57,15 +49,15 @@ def test_mor_upserts_and_deletes(spark, tmp_path, partitioned):
     state: dict = {}
     b1 = [(i, f"n{i}", float(i), 1, f"2024-01-0{1 + i % 2}") for i in range(10)]
     _write(spark, path, b1, opts)
-    _apply(state, b1)
+    apply_batch(state, b1)
     _check(path, state)
     b2 = [(i, f"u{i}", i * 2.0, 2, f"2024-01-0{1 + i % 2}") for i in range(0, 10, 3)] + [(20, "new", 1.0, 1, "2024-01-01")]
     _write(spark, path, b2, opts)
-    _apply(state, b2)
+    apply_batch(state, b2)
     _check(path, state)
     b3 = [(i, "x", 0.0, 3, f"2024-01-0{1 + i % 2}") for i in (1, 4)]
     _write(spark, path, b3, opts, "delete")
-    _apply(state, b3, delete=True)
+    apply_batch(state, b3, delete=True)
     _check(path, state)
     logs = glob.glob(f"{path}/**/.*.log.*", recursive=True)
     assert logs
@@ -86,7 +78,7 @@ def test_mor_upserts_and_deletes(spark, tmp_path, partitioned):
     assert instant and show_compaction(str(path))[0]["state"] == "REQUESTED"
     b4 = [(i, f"v{i}", 9.0, 4, f"2024-01-0{1 + i % 2}") for i in (0, 3)]
     _write(spark, path, b4, opts)
-    _apply(state, b4)
+    apply_batch(state, b4)
     new_logs = [f for f in glob.glob(f"{path}/**/.*.log.*", recursive=True) if f"_{instant}.log." in os.path.basename(f)]
     assert new_logs
     # hudi-rs does not merge a slice that starts at a pending compaction (Java Hudi does), so check the new
@@ -110,7 +102,7 @@ def test_killed_deltacommit_is_rolled_back_with_command_block(spark, tmp_path):
     state: dict = {}
     b1 = [(1, "a", 1.0, 1, "d"), (2, "b", 1.0, 1, "d")]
     _write(spark, path, b1, opts)
-    _apply(state, b1)
+    apply_batch(state, b1)
     script = textwrap.dedent(f"""
         import sqlext
         spark = sqlext.session(master="local[1]", conf={{"spark.ui.enabled": "false"}})
@@ -125,7 +117,7 @@ def test_killed_deltacommit_is_rolled_back_with_command_block(spark, tmp_path):
     _check(path, state)  # the failed deltacommit's log blocks are not visible
     b3 = [(3, "c", 1.0, 1, "d")]
     _write(spark, path, b3, opts)
-    _apply(state, b3)
+    apply_batch(state, b3)
     meta = HoodieTableMetaClient.load(str(path))
     assert [i.action for i in meta.timeline.completed()] == ["deltacommit", "rollback", "deltacommit"]
     commands = []
