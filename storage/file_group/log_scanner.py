@@ -23,6 +23,7 @@ from typing import Callable, Iterable
 
 import pyarrow as pa
 
+from storage.arrow_util import constant_array
 from storage.file_group.log_block import (
     AvroDataBlock,
     CommandBlock,
@@ -184,7 +185,7 @@ class HoodieMergedLogRecordScanner:
         if self.key_filler is not None:
             table = self.key_filler(table)
         table = conform_table(table, self.schema, f"log block at offset {block.offset} of {b.path}")
-        return table.append_column(WRITE_SEQ, pa.array([b.seq] * table.num_rows, pa.int64()))
+        return table.append_column(WRITE_SEQ, constant_array(b.seq, table.num_rows, pa.int64()))
 
     def _deletes(self, b: _Block) -> pa.Table:
         block = b.block
@@ -196,7 +197,7 @@ class HoodieMergedLogRecordScanner:
         ordering = _ordering_array([r.ordering_value for r in records], [r.ordering_type for r in records])
         ordering = coerce_ordering_values(ordering, self.ordering_type)
         return pa.table({DELETE_KEY: keys, DELETE_ORDERING: ordering,
-                         WRITE_SEQ: pa.array([b.seq] * len(records), pa.int64())})
+                         WRITE_SEQ: constant_array(b.seq, len(records), pa.int64())})
 
     def _concat_records(self, tables: list[pa.Table]) -> pa.Table:
         if not tables:

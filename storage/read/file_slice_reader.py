@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.arrow_util import constant_array
 from storage.file_group.log_scanner import HoodieMergedLogRecordScanner, LogScanStats
 from storage.merge.record_merger import (
     WRITE_SEQ,
@@ -124,7 +125,7 @@ def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema,
     if scan.records.num_rows == 0 and scan.deletes.num_rows == 0:
         merged = base if base is not None else merge_schema.empty_table()
     else:
-        parts = ([base.append_column(WRITE_SEQ, pa.array([BASE_WRITE_SEQ] * base.num_rows, pa.int64()))]
+        parts = ([base.append_column(WRITE_SEQ, constant_array(BASE_WRITE_SEQ, base.num_rows, pa.int64()))]
                  if base is not None else []) + [scan.records]
         records = pa.concat_tables(parts)
         mode = ctx.merge_mode if ordering_field else RecordMergeMode.COMMIT_TIME_ORDERING

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from storage.arrow_util import constant_array
 from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
@@ -96,7 +97,7 @@ def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> Hoo
     file_name = make_base_file_name(file_slice.file_id, make_write_token(partition_id, stage_id, attempt_id),
                                     ctx.instant_time)
     merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
-                               pa.array([file_name] * merged.num_rows, pa.string()))
+                               constant_array(file_name, merged.num_rows, pa.string()))
     if not ctx.populate_meta_fields:
         merged = null_meta_fields(merged)
     storage = HoodieStorage()

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.arrow_util import constant_array, row_numbers
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
 from storage.io.base_file_writer import write_base_file
 from storage.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, IS_DELETED, META_COLUMNS, RECORD_KEY
@@ -102,18 +103,17 @@ def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def _stamp(table: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id: int) -> pa.Table:
     """Meta columns of freshly written records."""
     n = table.num_rows
-    seq = pc.binary_join_element_wise(
-        pa.array([f"{ctx.instant_time}_{partition_id}"] * n, pa.string()),
-        pc.cast(pa.array(range(n), pa.int64()), pa.string()), "_") if n else pa.array([], pa.string())
+    seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant_time}_{partition_id}"),
+                                      pc.cast(row_numbers(n), pa.string()), "_")
     table = table.set_column(table.schema.get_field_index(COMMIT_TIME), COMMIT_TIME,
-                             pa.array([ctx.instant_time] * n, pa.string()))
+                             constant_array(ctx.instant_time, n, pa.string()))
     table = table.set_column(table.schema.get_field_index(COMMIT_SEQNO), COMMIT_SEQNO, seq)
     return _with_file_name(table, file_name)
 
 
 def _with_file_name(table: pa.Table, file_name: str) -> pa.Table:
     return table.set_column(table.schema.get_field_index(FILE_NAME), FILE_NAME,
-                            pa.array([file_name] * table.num_rows, pa.string()))
+                            constant_array(file_name, table.num_rows, pa.string()))
 
 
 def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
