@@ -33,15 +33,22 @@ class HoodieIndex:
         )
 
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],
-                     key_columns) -> DataFrame:
+                     key_columns, broadcast_incoming: bool = False) -> DataFrame:
+        """`records` with their stored location. With `broadcast_incoming` (a batch small enough to broadcast),
+        the stored keys are filtered by a broadcast semi-join against the incoming keys and the few matches are
+        broadcast back: the table's keys are scanned but never shuffled. Otherwise a plain shuffle join."""
         if not base_files:
             return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(
                 LOC_PARTITION, F.lit(None).cast("string"))
         stored = self.stored_keys(spark, base_files, key_columns)
-        if self.is_global:
-            return records.join(stored, on=RECORD_KEY, how="left")
-        stored = stored.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
-        return records.join(stored, on=[RECORD_KEY, PARTITION_PATH], how="left")
+        on = [RECORD_KEY]
+        if not self.is_global:
+            stored = stored.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
+            on.append(PARTITION_PATH)
+        if broadcast_incoming:
+            matches = stored.join(F.broadcast(records.select(*on)), on=on, how="left_semi")
+            return records.join(F.broadcast(matches), on=on, how="left")
+        return records.join(stored, on=on, how="left")
 
 
 INDEXES = {

@@ -75,6 +75,9 @@ _INPUT_ORDER = "_hoodie_input_order"
 _CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer after data files exist
 
 
+_BROADCAST_MAX_RECORDS = 1_000_000  # incoming keys broadcast to the index lookup up to this batch size
+
+
 class HoodieWriteError(ValueError):
     """A write was rejected; the table is unchanged."""
 
@@ -282,7 +285,7 @@ class HoodieWriteClient:
     def _write_prepared(self, records: DataFrame, settings: TableSettings, op: WriteOperationType,
                         schema: pa.Schema) -> HoodieCommitMetadata | None:
         try:
-            partitions = sorted(r[0] for r in records.select(PARTITION_PATH).distinct().collect())
+            counts = {r[0]: r[1] for r in records.groupBy(PARTITION_PATH).count().collect()}
         except Exception as exc:  # a key expression failed inside Spark: report it plainly
             raise _plain_error(exc) from None
         if self.meta_client is None:
@@ -291,11 +294,13 @@ class HoodieWriteClient:
         rollback_failed_writes(meta)
         fs_view = FileSystemView(meta)
         # the index join feeds both the workload profile and the write tasks: computed once
-        tagged = self._tag(records, settings, op, fs_view, partitions).persist(StorageLevel.MEMORY_AND_DISK)
+        partitions = sorted(counts)
+        tagged = self._tag(records, settings, op, fs_view, partitions, sum(counts.values()))
+        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
                                                        WriteOperationType.INSERT) else None
-            plan = self._plan(op, tagged, profile, fs_view, partitions)
+            plan = self._plan(op, tagged, profile, fs_view, counts)
             return self._execute(tagged, settings, op, schema, plan, fs_view, partitions)
         finally:
             tagged.unpersist()
@@ -307,7 +312,7 @@ class HoodieWriteClient:
         return HoodieTableMetaClient.init_table(self.base_path, _new_table_config(settings, self.config, avro))
 
     def _tag(self, records: DataFrame, settings: TableSettings, op: WriteOperationType, fs_view: FileSystemView,
-             partitions: list[str]) -> DataFrame:
+             partitions: list[str], num_records: int) -> DataFrame:
         if not op.uses_index and op is not WriteOperationType.INSERT:
             return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(LOC_PARTITION, F.lit(None).cast("string"))
         index = create_index(self.config.get(WK.INDEX_TYPE), self.config.get(WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH))
@@ -315,12 +320,19 @@ class HoodieWriteClient:
             # inserts skip the index lookup (as Hudi does); they may still fill small files
             return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(LOC_PARTITION, F.lit(None).cast("string"))
         base_files = fs_view.latest_base_files(None if index.is_global else partitions)
-        tagged = index.tag_location(self.spark, records, base_files, lambda df: (F.col(RECORD_KEY), F.col(PARTITION_PATH)))
+        tagged = index.tag_location(self.spark, records, base_files, lambda df: (F.col(RECORD_KEY), F.col(PARTITION_PATH)),
+                                    broadcast_incoming=self._can_broadcast(num_records))
         if op is WriteOperationType.DELETE:
             tagged = tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
         elif index.is_global:
             tagged = self._global_partition_change(tagged, index.update_partition_path)
         return tagged
+
+    def _can_broadcast(self, num_records: int) -> bool:
+        """Broadcast the batch's keys to the index lookup when the batch is small (and the session allows
+        broadcast joins at all)."""
+        threshold = self.spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760")
+        return num_records <= _BROADCAST_MAX_RECORDS and str(threshold).strip() != "-1"
 
     @staticmethod
     def _global_partition_change(tagged: DataFrame, update_partition_path: bool) -> DataFrame:
@@ -360,11 +372,12 @@ class HoodieWriteClient:
         return average_record_size(totals, sizing, self.config.get(WK.RECORD_SIZE_ESTIMATION_THRESHOLD))
 
     def _plan(self, op: WriteOperationType, tagged: DataFrame, profile: WorkloadProfile | None,
-              fs_view: FileSystemView, partitions: list[str]) -> BucketPlan:
+              fs_view: FileSystemView, counts: dict[str, int]) -> BucketPlan:
+        """Buckets of the write; without a workload profile (bulk insert, overwrite) every record is new, so
+        the per-partition counts of the input say everything."""
         sizing = self._sizing()
         avg = self._avg_record_size(sizing)
         if profile is None:
-            counts = {p: c for p, c in tagged.groupBy(PARTITION_PATH).count().collect()}
             return plan_new_file_groups(counts, sizing, avg)
         small: dict[str, list[SmallFile]] = {}
         if getattr(self, "is_mor", False):
