@@ -245,17 +245,18 @@ def coerce_ordering_values(values: pa.ChunkedArray | pa.Array, target: pa.DataTy
     return _ordering_values(values, target)
 
 
-def record_keys_from_fields(table: pa.Table, key_fields: list[str] | tuple[str, ...]) -> pa.Array:
+def record_keys_from_fields(table: pa.Table, key_fields: list[str] | tuple[str, ...],
+                            complex_keys: bool | None = None) -> pa.Array:
     """Record keys as Hudi's key generators spell them when the table does not store `_hoodie_record_key`:
-    the value of a single key field, else `field:value` pairs joined by commas (null -> `__null__`,
-    empty -> `__empty__`)."""
+    the value of a single key field, else (or with `complex_keys`, the ComplexKeyGenerator) `field:value` pairs
+    joined by commas (null -> `__null__`, empty -> `__empty__`)."""
     if not key_fields:
         raise HoodieMergeError("the table has neither _hoodie_record_key values nor hoodie.table.recordkey.fields")
     missing = [f for f in key_fields if f not in table.column_names]
     if missing:
         raise HoodieMergeError(f"record key field(s) {', '.join(missing)} missing from the records")
     parts = [_key_text(table[f]) for f in key_fields]
-    if len(parts) == 1:
+    if len(parts) == 1 and not complex_keys:
         return parts[0]
     pieces = []
     for name, text in zip(key_fields, parts):

@@ -31,6 +31,7 @@ from storage.merge.record_merger import (
     resolve_merge_mode,
 )
 from storage.merge.schema_conform import conform_table
+from storage.keygen.key_generator import resolve_keygen_type
 from storage.meta_fields import RECORD_KEY, with_meta_columns
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
@@ -63,6 +64,7 @@ class FileSliceReadContext:
     ordering_field: str | None
     record_key_fields: tuple[str, ...]
     populate_meta_fields: bool = True
+    complex_keys: bool = False  # ComplexKeyGenerator: keys spelled `f:v,...` even for one field
 
     @property
     def is_v8(self) -> bool:
@@ -105,6 +107,8 @@ class FileSliceReadContext:
             ordering_field=ordering,
             record_key_fields=tuple(config.record_key_fields or ()),
             populate_meta_fields=config.populate_meta_fields,
+            complex_keys=resolve_keygen_type(config.keygen_class, config.record_key_fields or [],
+                                             config.partition_fields or []) == "COMPLEX",
         )
 
 
@@ -171,7 +175,7 @@ def _key_filler(ctx: FileSliceReadContext):
     fields = ctx.record_key_fields
 
     def fill(table: pa.Table) -> pa.Table:
-        computed = record_keys_from_fields(table, fields)
+        computed = record_keys_from_fields(table, fields, ctx.complex_keys)
         if RECORD_KEY in table.column_names:
             computed = pc.coalesce(table[RECORD_KEY].combine_chunks(), computed)
         if MERGE_KEY in table.column_names:

@@ -69,6 +69,8 @@ class WriteTaskContext:
     populate_meta_fields: bool = True
     avro_schema_json: str | None = None  # table Avro schema with meta fields (merge-on-read log blocks)
     data_block_max_size: int = 256 * 1024 * 1024
+    record_key_fields: tuple[str, ...] = ()  # tables without meta fields: keys of stored rows come from these
+    complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
 
     @property
     def schema(self) -> pa.Schema:
@@ -169,6 +171,8 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     old = None
     if target.base_file_path:
         old = align_to_schema(pq.read_table(target.base_file_path), schema)
+        if not ctx.populate_meta_fields:
+            old = _with_keys_from_fields(old, ctx)
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
@@ -198,6 +202,14 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
         fileSizeInBytes=size,
         runtimeStats=RuntimeStats(0, took if old is not None else 0, took if old is None else 0),
     )
+
+
+def _with_keys_from_fields(table: pa.Table, ctx: WriteTaskContext) -> pa.Table:
+    """Stored rows of a table without meta fields: their record keys, computed from the key fields."""
+    from storage.merge.record_merger import record_keys_from_fields
+
+    keys = record_keys_from_fields(table, ctx.record_key_fields, ctx.complex_keys)
+    return table.set_column(table.schema.get_field_index(RECORD_KEY), RECORD_KEY, keys)
 
 
 def null_meta_fields(table: pa.Table) -> pa.Table:
@@ -242,6 +254,8 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     deletes = data.filter(pc.is_in(data.column(RECORD_KEY), delete_keys)) if len(delete_keys) else data.slice(0, 0)
     # records in logs carry the file id as their file name, as Hudi's append handle stamps them
     rows = _stamp(align_to_schema(writes, schema), ctx, target.file_id, partition_id)
+    if not ctx.populate_meta_fields:
+        rows = null_meta_fields(rows)
     storage = HoodieStorage()
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, target.partition_path, log_name, IOType.APPEND)

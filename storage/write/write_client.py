@@ -212,8 +212,6 @@ class HoodieWriteClient:
             settings = _resolve_settings(self.config, table_cfg)
         except HoodieKeyException as exc:
             raise HoodieWriteError(str(exc)) from None
-        if self.meta_client and not self.meta_client.table_config.populate_meta_fields:
-            raise HoodieWriteError(f"writing to a table with hoodie.populate.meta.fields=false is not supported: {self.base_path}")
         self.is_mor = settings.table_type == "MERGE_ON_READ"
         self._validate_input(df, settings, op)
         target_schema = self._target_schema(df, settings, op)
@@ -320,7 +318,13 @@ class HoodieWriteClient:
             # inserts skip the index lookup (as Hudi does); they may still fill small files
             return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(LOC_PARTITION, F.lit(None).cast("string"))
         base_files = fs_view.latest_base_files(None if index.is_global else partitions)
-        tagged = index.tag_location(self.spark, records, base_files, lambda df: (F.col(RECORD_KEY), F.col(PARTITION_PATH)),
+        if settings.populate_meta_fields:
+            def key_columns(df):
+                return F.col(RECORD_KEY), F.col(PARTITION_PATH)
+        else:  # the stored meta fields are null: keys and partition paths come from the data, as on write
+            def key_columns(df):
+                return settings.keygen.record_key(), settings.keygen.partition_path()
+        tagged = index.tag_location(self.spark, records, base_files, key_columns,
                                     broadcast_incoming=self._can_broadcast(num_records))
         if op is WriteOperationType.DELETE:
             tagged = tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
@@ -487,6 +491,8 @@ class HoodieWriteClient:
             avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),
                                         separators=(",", ":")) if is_mor else None,
             data_block_max_size=int(c.get(DATA_BLOCK_MAX_SIZE)),
+            record_key_fields=tuple(settings.record_keys),
+            complex_keys=settings.keygen.keygen_type == "COMPLEX",
         )
 
     def _run_write_tasks(self, tagged: DataFrame, plan: BucketPlan, ctx: WriteTaskContext) -> list[HoodieWriteStat]:
