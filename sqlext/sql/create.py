@@ -55,14 +55,34 @@ class CreateSpec:
 
 
 def matches(ctx, node: exp.Create) -> bool:
-    if str(node.args.get("kind") or "").upper() != "TABLE":
+    kind = str(node.args.get("kind") or "").upper()
+    if kind == "INDEX":
+        return _index_on_hudi_table(ctx, node)
+    if kind != "TABLE":
         return False
     props = node.args.get("properties")
     fmt = props.find(exp.FileFormatProperty) if props else None
     return fmt is not None and fmt.name.lower() in PROVIDERS
 
 
+def _index_on_hudi_table(ctx, node: exp.Create) -> bool:
+    table = node.this.args.get("table") if isinstance(node.this, exp.Index) else None
+    return table is not None and ctx.resolver.resolve(TableName.of(table)) is not None
+
+
+def _plan_index(ctx, node: exp.Create) -> DataFrame:
+    """CREATE INDEX on a Hudi table: Hudi builds secondary / expression indexes in its metadata table, which
+    this engine does not keep. An index only speeds lookups up, so the statement is accepted with a warning and
+    every query returns the same rows without it."""
+    index = node.this
+    log.warning("CREATE INDEX %s ON %s: secondary indexes (Hudi metadata table) are not built here; the "
+                "statement is accepted and has no effect on results", index.name, index.args["table"].sql("spark"))
+    return empty_result(ctx.spark)
+
+
 def plan(ctx, node: exp.Create) -> DataFrame:
+    if str(node.args.get("kind") or "").upper() == "INDEX":
+        return _plan_index(ctx, node)
     if node.args.get("replace"):
         raise ctx.error("CREATE OR REPLACE TABLE ... USING hudi is not supported: DROP TABLE first", node)
     spec = _spec(ctx, node)
