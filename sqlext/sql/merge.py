@@ -64,10 +64,65 @@ def plan(ctx, node: exp.Merge) -> DataFrame:
     groups = {c.group for c in clauses}
     how = {(True, True): "full", (True, False): "left", (False, True): "right", (False, False): "inner"}[
         (BY_SOURCE in groups, NOT_MATCHED in groups)]
+    if BY_SOURCE not in groups:
+        # only target rows that match a source row can change: a semi-join against the source (broadcast when
+        # small) keeps the full join below from shuffling the whole table
+        tgt = tgt.join(src, F.expr(on_sql), "left_semi").alias(sides.t_alias)
     joined = tgt.join(src, F.expr(on_sql), how)
     changes = _changes(ctx, joined, sides, clauses)
-    counts = apply_changes(ctx, sides.table, changes, node, "MERGE")
+    opts = sides.table.write_options(ctx.spark)
+    counts = apply_changes(ctx, sides.table, changes, node, "MERGE",
+                           inserts_are_new=_inserts_are_new(on, clauses, sides, opts))
     return counts.to_frame(ctx.spark)
+
+
+def _inserts_are_new(on: exp.Expression, clauses: list[Clause], sides: MergeSides, opts: dict) -> bool:
+    """True when no INSERT can write an identity the table already holds: ON is only equalities of target key
+    columns (and partition columns, when records are identified per partition) with source expressions, covering
+    the whole record key, and every INSERT takes those columns from the same expressions. An unmatched source
+    row then names a key no stored row has."""
+    table = sides.table
+    allowed = {k.lower() for k in table.record_keys}
+    if not table.is_global_index(opts):
+        allowed |= {p.lower() for p in table.partition_fields}
+    sources: dict[str, str] = {}
+    for conjunct in (on.flatten() if isinstance(on, exp.And) else [on]):
+        pair = _target_equality(conjunct, sides, allowed)
+        if pair is None:
+            return False
+        sources[pair[0]] = pair[1]
+    if not {k.lower() for k in table.record_keys} <= set(sources):
+        return False
+    for clause in clauses:
+        if clause.kind != INSERT:
+            continue
+        assigned = {c.lower(): v for c, v in clause.assignments.items()}
+        if any(_same_sql(assigned.get(col)) != expr for col, expr in sources.items()):
+            return False
+    return True
+
+
+def _target_equality(node: exp.Expression, sides: MergeSides, allowed: set[str]) -> tuple[str, str] | None:
+    """(target column, source expression SQL) for `t.col = <source-only expression>`, else None."""
+    if not isinstance(node, exp.EQ):
+        return None
+    for t_side, s_side in ((node.this, node.expression), (node.expression, node.this)):
+        if (isinstance(t_side, exp.Column) and t_side.table.lower() == sides.t_alias.lower()
+                and t_side.name.lower() in allowed
+                and all(c.table and c.table.lower() == sides.s_alias.lower() for c in s_side.find_all(exp.Column))):
+            return t_side.name.lower(), _same_sql(s_side)
+    return None
+
+
+def _same_sql(node: exp.Expression | None) -> str | None:
+    """Canonical SQL of an expression for comparing two spellings (quoting and case of names ignored)."""
+    if node is None:
+        return None
+    copy = node.copy()
+    for ident in copy.find_all(exp.Identifier):
+        ident.set("quoted", False)
+        ident.set("this", ident.name.lower())
+    return copy.sql(dialect="spark")
 
 
 # -- the two sides ---------------------------------------------------------------------------------

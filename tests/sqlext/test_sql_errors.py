@@ -95,3 +95,55 @@ def test_duplicate_key_rules(hudi_sql, seeded):
     assert got.num_inserted_rows == 1
     assert {r.id: r.name for r in hudi_sql.sql("SELECT id, name FROM t WHERE id IN (2, 8)").collect()} == {
         2: "b", 8: "new"}
+
+
+def test_merge_inserts_that_land_on_stored_rows_are_refused(hudi_sql, seeded):
+    """The shortcut that skips the stored-key check applies only when an unmatched source row cannot name a
+    stored key; both statements here can, and must fail without writing."""
+    path = seeded("t")
+    before = _state(hudi_sql, path)
+    hudi_sql.createDataFrame([(2, "dup", 1.0, 5, "p1", "x")], SRC_SCHEMA).createOrReplaceTempView("src")
+    for statement in (
+        # ON on a non-key column: id 2 is not matched (names differ) but exists
+        "MERGE INTO t USING src s ON t.name = s.name WHEN NOT MATCHED THEN INSERT (id, name, price, ts, dt) "
+        "VALUES (s.id, s.name, s.price, s.ts, s.dt)",
+        # ON on the key, but the INSERT takes the key from another expression
+        "MERGE INTO t USING src s ON t.id = s.id + 100 WHEN NOT MATCHED THEN INSERT (id, name, price, ts, dt) "
+        "VALUES (s.id, s.name, s.price, s.ts, s.dt)",
+    ):
+        with pytest.raises(HudiSqlError, match="record key '2' .*already exists"):
+            hudi_sql.sql(statement)
+        assert _state(hudi_sql, path) == before
+
+
+@pytest.mark.parametrize("statement, expected", [
+    ("MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT *", True),
+    ("MERGE INTO t USING s ON s.id = t.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *", True),
+    ("MERGE INTO t USING s ON t.id = s.id AND t.dt = s.dt WHEN NOT MATCHED THEN INSERT *", True),
+    ("MERGE INTO t USING s ON t.id = s.id AND t.name = s.name WHEN NOT MATCHED THEN INSERT *", False),
+    ("MERGE INTO t USING s ON t.id = s.id + 1 WHEN NOT MATCHED THEN INSERT *", False),
+    ("MERGE INTO t USING s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id, name, price, ts, dt) "
+     "VALUES (s.ts, s.name, s.price, s.ts, s.dt)", False),
+    ("MERGE INTO t USING s ON t.id > s.id WHEN NOT MATCHED THEN INSERT *", False),
+])
+def test_inserts_are_new_is_decided_from_the_statement(hudi_sql, seeded, statement, expected):
+    import sqlglot
+
+    from sqlext.sql import merge as merge_mod
+    from sqlext.sql.resolver import HudiTableRef
+    from sqlext.sql.table import HudiTable
+
+    class Ctx:  # the clause parser needs only error reporting from its context
+        @staticmethod
+        def error(message, *_a, **_k):
+            return HudiSqlError(message)
+
+    path = seeded("t")
+    node = sqlglot.parse_one(statement, read="spark")
+    table = HudiTable.load(HudiTableRef("t", "default", path))
+    source = hudi_sql.createDataFrame(SOURCE, SRC_SCHEMA)
+    sides = merge_mod.MergeSides(table, "t", "s", table.snapshot(hudi_sql), source)
+    clauses = [merge_mod._clause(Ctx, i, merge_mod.NOT_MATCHED if not w.args.get("matched") else merge_mod.MATCHED,
+                                 w, w.args.get("condition"), sides)
+               for i, w in enumerate(node.args["whens"].expressions)]
+    assert merge_mod._inserts_are_new(node.args["on"], clauses, sides, table.write_options(hudi_sql)) is expected
