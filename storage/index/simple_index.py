@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
 
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.file_slice import HoodieBaseFile
@@ -21,10 +22,13 @@ class HoodieIndex:
     is_global: bool = False
     update_partition_path: bool = True
 
-    def stored_keys(self, spark: SparkSession, base_files: list[HoodieBaseFile], key_columns) -> DataFrame:
-        """(record key, partition path, file id) of every record in `base_files`."""
+    def stored_keys(self, spark: SparkSession, base_files: list[HoodieBaseFile], key_columns,
+                    read_schema: StructType | None = None) -> DataFrame:
+        """(record key, partition path, file id) of every record in `base_files`. With `read_schema` (the columns
+        the keys come from) Spark reads no footers up front to infer a schema."""
         paths = [bf.path for bf in base_files]
-        df = spark.read.parquet(*paths)
+        reader = spark.read.schema(read_schema) if read_schema is not None else spark.read
+        df = reader.parquet(*paths)
         record_key, partition = key_columns(df)
         return df.select(
             record_key.alias(RECORD_KEY),
@@ -33,14 +37,14 @@ class HoodieIndex:
         )
 
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],
-                     key_columns, broadcast_incoming: bool = False) -> DataFrame:
+                     key_columns, broadcast_incoming: bool = False, read_schema: StructType | None = None) -> DataFrame:
         """`records` with their stored location. With `broadcast_incoming` (a batch small enough to broadcast),
         the stored keys are filtered by a broadcast semi-join against the incoming keys and the few matches are
         broadcast back: the table's keys are scanned but never shuffled. Otherwise a plain shuffle join."""
         if not base_files:
             return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(
                 LOC_PARTITION, F.lit(None).cast("string"))
-        stored = self.stored_keys(spark, base_files, key_columns)
+        stored = self.stored_keys(spark, base_files, key_columns, read_schema)
         on = [RECORD_KEY]
         if not self.is_global:
             stored = stored.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))

@@ -20,7 +20,7 @@ from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.types import IntegerType, StringType, StructField, StructType
 
 from storage.config import HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.avro.schema_converter import arrow_to_avro_schema
@@ -321,11 +321,13 @@ class HoodieWriteClient:
         if settings.populate_meta_fields:
             def key_columns(df):
                 return F.col(RECORD_KEY), F.col(PARTITION_PATH)
+            read_schema = StructType([StructField(RECORD_KEY, StringType()), StructField(PARTITION_PATH, StringType())])
         else:  # the stored meta fields are null: keys and partition paths come from the data, as on write
             def key_columns(df):
                 return settings.keygen.record_key(), settings.keygen.partition_path()
+            read_schema = None
         tagged = index.tag_location(self.spark, records, base_files, key_columns,
-                                    broadcast_incoming=self._can_broadcast(num_records))
+                                    broadcast_incoming=self._can_broadcast(num_records), read_schema=read_schema)
         if op is WriteOperationType.DELETE:
             tagged = tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
         elif index.is_global:
