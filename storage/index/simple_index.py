@@ -5,7 +5,7 @@ from dataclasses import dataclass
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import StructType
 
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.file_slice import HoodieBaseFile

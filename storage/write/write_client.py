@@ -13,21 +13,19 @@ import logging
 import os
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
-from pyspark.sql.types import IntegerType, StringType, StructField, StructType
+from pyspark.sql.types import StringType, StructField, StructType
 
 from storage.config import HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.file_group.log_format import DATA_BLOCK_MAX_SIZE
 from storage.index import create_index
 from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
-from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY, with_meta_columns
+from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY, with_meta_columns
 from storage.io.base_file_writer import bloom_options_of
 from storage.io.storage import normalize_base_path
 from storage.keygen import KeyGenerator, create_key_generator
@@ -501,11 +499,7 @@ class HoodieWriteClient:
         if len(plan) == 0:
             return []
         keys = {b: k for k, b in ctx.placement.items()}
-        assign = _bucket_assigner(plan, keys)
-        with_u = tagged.withColumn(UNIFORM, F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
-        out_schema = StructType(list(with_u.schema.fields) + [StructField(BUCKET_COLUMN, IntegerType(), False)])
-        assigned = with_u.mapInArrow(assign, out_schema).drop(UNIFORM, LOC_FILE_ID, LOC_PARTITION)
-        assigned = assigned.repartition(len(plan), BUCKET_COLUMN)
+        assigned = assign_buckets(self.spark, tagged, plan, keys).repartition(len(plan), BUCKET_COLUMN)
         rows = assigned.groupBy(BUCKET_COLUMN).applyInArrow(write_bucket_udf(ctx), "stat string").collect()
         return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 
@@ -554,39 +548,38 @@ def _partition_of(base_path: str, file_path: str) -> str:
     return "" if directory == base_path else directory[len(base_path) + 1:]
 
 
-def _bucket_assigner(plan: BucketPlan, placement_of_bucket: dict[int, int]):
-    """mapInArrow function: the placement key of each record's bucket (updates by file group, inserts by
-    the record key's uniform hash within its partition's insert shares)."""
-    update_keys = plan.update_bucket_of()
-    upd_index = pa.array([f"{p}\x00{f}" for p, f in update_keys], pa.string())
-    upd_place = np.array([placement_of_bucket[b] for b in update_keys.values()], dtype=np.int32)
-    ranges = {p: (np.array([hi for _, hi, _ in r]), np.array([placement_of_bucket[b] for _, _, b in r], dtype=np.int32))
-              for p, r in plan.insert_ranges().items()}
-
-    def assign(batches):
-        for batch in batches:
-            n = batch.num_rows
-            out = np.full(n, -1, dtype=np.int32)
-            part = batch.column(PARTITION_PATH)
-            fid = batch.column(LOC_FILE_ID)
-            has_loc = pc.is_valid(fid).to_numpy(zero_copy_only=False)
-            if has_loc.any():
-                combined = pc.binary_join_element_wise(part, pc.fill_null(fid, ""), "\x00")
-                idx = pc.index_in(combined, value_set=upd_index).to_numpy(zero_copy_only=False)
-                sel = has_loc & ~np.isnan(idx.astype(float))
-                out[sel] = upd_place[idx[sel].astype(np.int64)]
-            if (~has_loc).any():
-                u = batch.column(UNIFORM).to_numpy(zero_copy_only=False)
-                parts = part.to_numpy(zero_copy_only=False)
-                for p in np.unique(parts[~has_loc]):
-                    his, places = ranges[p]
-                    mask = (~has_loc) & (parts == p)
-                    pos = np.minimum(np.searchsorted(his, u[mask], side="right"), len(his) - 1)
-                    out[mask] = places[pos]
-            yield pa.RecordBatch.from_arrays(batch.columns + [pa.array(out, pa.int32())],
-                                             names=batch.schema.names + [BUCKET_COLUMN])
-
-    return assign
+def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
+                   placement_of_bucket: dict[int, int]) -> DataFrame:
+    """`tagged` with each record's bucket placement key, computed in Spark (no Python round trip of the data):
+    updates by their file group (a broadcast join with the update buckets), inserts by the record key's uniform
+    hash within their partition's insert shares (a broadcast join on partition with the share's range; the last
+    share of a partition is open-ended)."""
+    u = (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
+    out = tagged
+    updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
+    if updates:
+        upd = spark.createDataFrame(updates, f"{PARTITION_PATH} string, {LOC_FILE_ID} string, _upd_bucket int")
+        out = out.join(F.broadcast(upd), [PARTITION_PATH, LOC_FILE_ID], "left")
+    else:
+        out = out.withColumn("_upd_bucket", F.lit(None).cast("int"))
+    shares = []
+    for partition, ranges in plan.insert_ranges().items():
+        his = [hi for _, hi, _ in ranges]
+        for i, (_, hi, b) in enumerate(ranges):
+            lo = his[i - 1] if i else float("-inf")
+            shares.append((partition, float(lo), float("inf") if i == len(ranges) - 1 else float(hi),
+                           placement_of_bucket[b]))
+    if shares:
+        ins = spark.createDataFrame(shares, "_ins_partition string, _lo double, _hi double, _ins_bucket int")
+        out = out.withColumn(UNIFORM, u)
+        cond = ((F.col(PARTITION_PATH) == F.col("_ins_partition")) & F.col(LOC_FILE_ID).isNull()
+                & (F.col(UNIFORM) >= F.col("_lo")) & (F.col(UNIFORM) < F.col("_hi")))
+        out = out.join(F.broadcast(ins), cond, "left")
+    else:
+        out = out.withColumn("_ins_bucket", F.lit(None).cast("int"))
+    bucket = F.when(F.col(LOC_FILE_ID).isNotNull(), F.col("_upd_bucket")).otherwise(F.col("_ins_bucket"))
+    return (out.withColumn(BUCKET_COLUMN, bucket.cast("int"))
+            .drop("_upd_bucket", "_ins_bucket", "_ins_partition", "_lo", "_hi", UNIFORM, LOC_FILE_ID, LOC_PARTITION))
 
 
 def _plain_error(exc: Exception) -> Exception:
