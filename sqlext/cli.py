@@ -1,21 +1,307 @@
-"""The `sqlext` command line (grows with the SQL front end)."""
+"""The `sqlext` command line.
+
+    sqlext sql "STMT; STMT" [-f script.sql] [--output table|csv|json] [--conf k=v ...] [--metastore URI|embedded|none]
+    sqlext shell [same options]        interactive: statements end with `;`, may span lines; history (readline)
+    sqlext metastore start|stop|status [--warehouse DIR]
+    sqlext demo [--path DIR]
+
+Every statement runs through `sqlext.session()` (the Hudi SQL front end); each statement that returns columns
+prints its rows. An error prints `error: line L:C: message` to stderr and the exit code is 1 (2 for bad usage);
+statements before it have run. Spark's console progress bar shows on stderr during long statements.
+"""
 from __future__ import annotations
 
 import argparse
+import base64
+import csv
+import datetime as dt
+import decimal
+import json
+import logging
+import os
 import sys
+from typing import Iterable, TextIO
+
+log = logging.getLogger("sqlext.cli")
+
+OUTPUTS = ("table", "csv", "json")
+PROMPT, CONTINUATION = "sqlext> ", "     -> "
+HISTORY_FILE = os.path.expanduser("~/.sqlext_history")
+
+
+class CliError(Exception):
+    """A problem the user can fix (bad option, missing file): printed without a traceback."""
+
+
+# -- argument parsing ---------------------------------------------------------------------------------
+def _session_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output", "-o", choices=OUTPUTS, default="table", help="result format (default table)")
+    parser.add_argument("--conf", "-c", action="append", default=[], metavar="KEY=VALUE",
+                        help="Spark or hoodie.* setting (repeatable)")
+    parser.add_argument("--metastore", metavar="URI|embedded|none",
+                        help="Hive Metastore: thrift://host:port, 'embedded' (the warehouse's own) or 'none'; "
+                             "default: $HIVE_METASTORE_URIS, else embedded")
+    parser.add_argument("--warehouse", metavar="DIR", help="Spark SQL warehouse directory")
+    parser.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
+    parser.add_argument("--max-rows", type=int, default=10000, help="rows printed per statement (default 10000)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sqlext", description="Hudi tables on Spark through SQL")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log INFO messages to stderr")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sql = sub.add_parser("sql", help="run SQL statements (separated by ';') and print their results")
+    sql.add_argument("statements", nargs="?", help="SQL text")
+    sql.add_argument("-f", "--file", help="read the SQL from this file ('-' for stdin)")
+    _session_options(sql)
+    shell = sub.add_parser("shell", help="interactive SQL prompt")
+    _session_options(shell)
+    ms = sub.add_parser("metastore", help="the embedded Hive Metastore of a warehouse")
+    ms.add_argument("action", choices=("start", "stop", "status"))
+    ms.add_argument("--warehouse", metavar="DIR", help="warehouse directory (default: the sqlext default)")
+    demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
+    demo.add_argument("--path")
+    return parser
+
+
+def parse_conf(items: Iterable[str]) -> dict[str, str]:
+    conf = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"--conf {item!r}: expected KEY=VALUE")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+# -- the session ----------------------------------------------------------------------------------------
+def open_session(args):
+    import sqlext
+
+    conf = {"spark.ui.showConsoleProgress": "true", **parse_conf(args.conf)}
+    metastore = args.metastore
+    if metastore is not None and metastore.lower() in ("none", "false", "off"):
+        metastore = False
+    spark = sqlext.session(master=args.master, warehouse=args.warehouse, conf=conf, metastore=metastore)
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+# -- printing results ------------------------------------------------------------------------------------
+def _json_value(value):
+    if isinstance(value, (dt.datetime, dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if isinstance(value, dict):
+        return {str(k): _json_value(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v) for v in value]
+    if hasattr(value, "asDict"):
+        return _json_value(value.asDict(recursive=True))
+    return value
+
+
+def _text(value) -> str:
+    if value is None:
+        return "NULL"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dict, list, tuple)) or hasattr(value, "asDict"):
+        return json.dumps(_json_value(value), separators=(",", ":"))
+    return str(value)
+
+
+def print_result(df, fmt: str, out: TextIO, max_rows: int) -> None:
+    """Print a statement's result (nothing for a result without columns, e.g. DDL)."""
+    columns = df.columns
+    if not columns:
+        return
+    rows = df.limit(max_rows + 1).collect()
+    more = len(rows) > max_rows
+    rows = rows[:max_rows]
+    if fmt == "csv":
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([["" if v is None else _text(v) for v in row] for row in rows])
+    elif fmt == "json":
+        for row in rows:
+            out.write(json.dumps({c: _json_value(v) for c, v in zip(columns, row)}) + "\n")
+    else:
+        cells = [[_text(v) for v in row] for row in rows]
+        widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+        out.write(rule + "\n")
+        out.write("|" + "|".join(f" {c:<{w}} " for c, w in zip(columns, widths)) + "|\n")
+        out.write(rule + "\n")
+        for r in cells:
+            out.write("|" + "|".join(f" {v:<{w}} " for v, w in zip(r, widths)) + "|\n")
+        out.write(rule + "\n")
+        out.write(f"{len(rows)} row{'s' if len(rows) != 1 else ''}{' (more not shown)' if more else ''}\n")
+    if more:
+        print(f"warning: only the first {max_rows} rows are shown (--max-rows)", file=sys.stderr)
+    out.flush()
+
+
+# -- running statements ---------------------------------------------------------------------------------
+def error_text(exc: BaseException, statement=None) -> str:
+    """`line L:C: message` for the user (positions relative to the whole script)."""
+    from sqlext.sql import HudiSqlError
+    from sqlext.sql.assign import spark_message
+
+    if isinstance(exc, HudiSqlError):
+        message = exc.message
+        line, col = exc.line, exc.col
+        if line is not None and statement is not None:
+            line, col = statement.position.absolute(line, col)
+        return f"line {line}:{col}: {message}" if line is not None else message
+    message = spark_message(exc)
+    where = f"line {statement.position.line}:{statement.position.col}: " if statement is not None else ""
+    return f"{where}{message}"
+
+
+def run_script(spark, text: str, fmt: str, out: TextIO, max_rows: int) -> int:
+    """Run each statement of `text`, printing results; stop at the first error (exit code 1)."""
+    from sqlext.sql.errors import HudiSqlError
+    from sqlext.sql.splitter import split_statements
+
+    try:
+        statements = split_statements(text)
+    except HudiSqlError as exc:
+        print(f"error: {error_text(exc)}", file=sys.stderr)
+        return 1
+    for statement in statements:
+        try:
+            print_result(spark.sql(statement.text), fmt, out, max_rows)
+        except Exception as exc:  # noqa: BLE001 - every failure is reported the same way
+            log.debug("statement failed", exc_info=True)
+            print(f"error: {error_text(exc, statement)}", file=sys.stderr)
+            return 1
+    return 0
+
+
+def _complete(buffer: str) -> bool:
+    """Whether the buffered text ends a statement: its last significant character is a `;` outside quotes."""
+    from sqlext.sql.splitter import split_statements
+
+    if not buffer.rstrip().endswith(";"):
+        return False
+    try:
+        split_statements(buffer)
+    except Exception:  # an unterminated quote: the `;` is inside it
+        return False
+    return True
+
+
+def shell(spark, fmt: str, stdin: TextIO, out: TextIO, max_rows: int) -> int:
+    """Read statements ending in `;` (over several lines) and run them; errors are reported and the prompt
+    goes on. Exit code 1 when any statement failed (useful when stdin is a file or a pipe)."""
+    interactive = stdin.isatty()
+    if interactive:
+        _enable_history()
+    buffer, failed = "", False
+    while True:
+        prompt = (CONTINUATION if buffer else PROMPT) if interactive else ""
+        try:
+            line = input(prompt) if interactive else stdin.readline()
+        except EOFError:
+            line = ""
+        except KeyboardInterrupt:
+            print("", file=out)
+            buffer = ""
+            continue
+        if not interactive and line == "":
+            break
+        if interactive and line == "" and not buffer:
+            continue
+        if not buffer and line.strip().rstrip(";").lower() in ("exit", "quit"):
+            break
+        buffer += line if line.endswith("\n") else line + "\n"
+        if _complete(buffer):
+            failed = run_script(spark, buffer, fmt, out, max_rows) != 0 or failed
+            buffer = ""
+    if buffer.strip():
+        failed = run_script(spark, buffer, fmt, out, max_rows) != 0 or failed
+    return 1 if failed else 0
+
+
+def _enable_history() -> None:
+    try:
+        import atexit
+        import readline
+
+        if os.path.exists(HISTORY_FILE):
+            readline.read_history_file(HISTORY_FILE)
+        atexit.register(readline.write_history_file, HISTORY_FILE)
+    except Exception as exc:  # no readline (or an unwritable home): the prompt works without history
+        log.debug("no history: %s", exc)
+
+
+def metastore(action: str, warehouse: str | None, out: TextIO) -> int:
+    from catalog import metastore_status, start_metastore, stop_metastore
+
+    if action == "start":
+        out.write(start_metastore(warehouse) + "\n")
+    elif action == "stop":
+        out.write(("stopped" if stop_metastore(warehouse) else "not running") + "\n")
+    else:
+        out.write(json.dumps(metastore_status(warehouse), default=str) + "\n")
+    return 0
+
+
+def _sql_text(args) -> str:
+    if args.file and args.statements:
+        raise CliError("give the SQL either as an argument or with -f, not both")
+    if args.file:
+        if args.file == "-":
+            return sys.stdin.read()
+        try:
+            with open(args.file, encoding="utf-8") as fh:
+                return fh.read()
+        except OSError as exc:
+            raise CliError(f"cannot read {args.file}: {exc.strerror}") from exc
+    if args.statements is None:
+        raise CliError("no SQL given: sqlext sql \"STATEMENT; ...\" or sqlext sql -f FILE")
+    return args.statements
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="sqlext", description="Hudi tables on Spark")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
-    demo.add_argument("--path")
+    parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "demo":
-        from sqlext.demo import main as demo_main
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, stream=sys.stderr,
+                        format="%(levelname)s %(name)s: %(message)s")
+    if not args.verbose:  # PySpark logs every failed query as a JSON dump; the CLI prints the message itself
+        from pyspark.logger import PySparkLogger
 
-        return demo_main(["--path", args.path] if args.path else [])
-    return 2
+        for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+            PySparkLogger.getLogger(name).setLevel(logging.CRITICAL)
+    try:
+        if args.command == "demo":
+            from sqlext.demo import main as demo_main
+
+            return demo_main(["--path", args.path] if args.path else [])
+        if args.command == "metastore":
+            return metastore(args.action, args.warehouse, sys.stdout)
+        text = _sql_text(args) if args.command == "sql" else None
+        parse_conf(args.conf)  # bad --conf fails before Spark starts
+        spark = open_session(args)
+        try:
+            if args.command == "sql":
+                return run_script(spark, text, args.output, sys.stdout, args.max_rows)
+            return shell(spark, args.output, sys.stdin, sys.stdout, args.max_rows)
+        finally:
+            spark.stop()
+    except CliError as exc:
+        print(f"sqlext: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - e.g. an unreachable metastore: the message, no traceback
+        log.debug("failed", exc_info=True)
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from sqlext.sql import create, delete, drop, insert, merge, query, update
+from sqlext.sql import alter, call, create, delete, drop, index, insert, merge, query, show, truncate, update
 from sqlext.sql.assign import spark_message
 from sqlext.sql.context import PlanContext
 from sqlext.sql.errors import HudiSqlError
@@ -62,6 +62,10 @@ DELETE = Planner("DELETE", delete.matches, delete.plan, writes=True)
 DROP = Planner("DROP TABLE", drop.matches, drop.plan, writes=True)
 USE = Planner("USE", _use_matches, _use_plan)
 QUERY = Planner("query", query.matches, query.plan)
+ALTER = Planner("ALTER TABLE", alter.matches, alter.plan, writes=True)
+TRUNCATE = Planner("TRUNCATE TABLE", truncate.matches, truncate.plan, writes=True)
+DESCRIBE = Planner("DESCRIBE", show.describe_matches, show.describe_plan)
+DROP_INDEX = Planner("DROP INDEX", index.drop_matches, index.drop_plan, writes=True)
 
 # statement type -> planners tried in order; the first whose `matches` says yes runs the statement
 PLANNERS: dict[type[exp.Expression], tuple[Planner, ...]] = {
@@ -70,12 +74,33 @@ PLANNERS: dict[type[exp.Expression], tuple[Planner, ...]] = {
     exp.Merge: (MERGE,),
     exp.Update: (UPDATE,),
     exp.Delete: (DELETE,),
-    exp.Drop: (DROP,),
+    exp.Drop: (DROP, DROP_INDEX),
     exp.Use: (USE,),
     exp.Query: (QUERY,),
     exp.Values: (QUERY,),
-    exp.Describe: (QUERY,),
+    exp.Describe: (DESCRIBE, QUERY),
+    exp.Alter: (ALTER,),
+    exp.TruncateTable: (TRUNCATE,),
 }
+
+
+@dataclass(frozen=True)
+class CommandPlanner:
+    """A statement sqlglot keeps as an opaque Command (CALL, SHOW, some ALTER forms): matched on its text."""
+
+    name: str
+    matches: Callable[[PlanContext, str], bool]
+    plan: Callable[[PlanContext, str], DataFrame]
+    writes: bool = False
+
+
+# tried in order for Command statements; anything unmatched goes to Spark (EXPLAIN over Hudi tables rewritten)
+COMMAND_PLANNERS: tuple[CommandPlanner, ...] = (
+    CommandPlanner("CALL", call.matches, call.plan, writes=True),
+    CommandPlanner("ALTER TABLE UNSET TBLPROPERTIES", alter.unset_matches, alter.unset_plan, writes=True),
+    CommandPlanner("SHOW", show.matches, show.plan),
+    CommandPlanner("CREATE INDEX", index.command_matches, index.command_plan, writes=True),
+)
 
 
 def planners_for(node: exp.Expression) -> tuple[Planner, ...]:
@@ -119,12 +144,8 @@ class SqlFrontEnd:
         if node is None:
             return self.original_sql(text, *args, **kwargs)
         ctx = PlanContext(self.spark, self.resolver, self.original_sql, statement, sql_args=args, sql_kwargs=kwargs)
-        if isinstance(node, exp.Command):  # SHOW, CALL, EXPLAIN, ...: Spark's, except EXPLAIN over Hudi tables
-            try:
-                explained = query.explain(ctx, statement.text) if str(node.this).upper() == "EXPLAIN" else None
-            finally:
-                ctx.cleanup()
-            return explained if explained is not None else self.original_sql(text, *args, **kwargs)
+        if isinstance(node, exp.Command):  # CALL, SHOW, EXPLAIN, ...: ours when they name Hudi tables
+            return self._run_command(ctx, statement, text, args, kwargs)
         try:
             planner = next((p for p in planners_for(node) if p.matches(ctx, node)), None)
             if planner is None:
@@ -144,6 +165,28 @@ class SqlFrontEnd:
             raise _wrap(ctx, node, exc) from exc
         finally:
             ctx.cleanup()
+
+    def _run_command(self, ctx: PlanContext, statement: Statement, text: str, args, kwargs) -> DataFrame:
+        try:
+            command = next((c for c in COMMAND_PLANNERS if c.matches(ctx, statement.text)), None)
+            if command is not None:
+                if command.writes and (args or kwargs):
+                    raise ctx.error(f"parameter markers are not supported in {command.name}")
+                log.debug("%s statement at line %d runs through the Hudi planner", command.name,
+                          statement.position.line)
+                return command.plan(ctx, statement.text)
+            if statement.text.lstrip()[:7].upper() == "EXPLAIN":
+                explained = query.explain(ctx, statement.text)
+                if explained is not None:
+                    return explained
+        except HudiSqlError:
+            raise
+        except Exception as exc:
+            verb = statement.text.split(None, 1)[0].upper() if statement.text.strip() else "STATEMENT"
+            raise ctx.error(f"{verb} failed: {spark_message(exc)}") from exc
+        finally:
+            ctx.cleanup()
+        return self.original_sql(text, *args, **kwargs)
 
     def _unparsed(self, statement: Statement, text: str, args, kwargs, parse_error: ParseError) -> DataFrame:
         """sqlglot cannot parse it: Spark may (its grammar is the reference); if Spark fails too, report the
@@ -184,7 +227,16 @@ def _wrap(ctx: PlanContext, node: exp.Expression, exc: Exception) -> HudiSqlErro
     if column:
         where = next((c for c in node.find_all(exp.Column) if c.name.lower() == column.lower()), None)
     verb = type(node).__name__.upper()
+    # only when Spark ran the text as written (no Hudi table rewritten into a temp view)
+    spark_pos = _SPARK_POSITION.search(text) if where is None and not ctx.views else None
+    if spark_pos:  # Spark's own position of the problem (0-based pos), relative to the statement it ran
+        line, col = ctx.statement.position.absolute(int(spark_pos.group(1)), int(spark_pos.group(2)) + 1)
+        return HudiSqlError(f"{verb} failed: {message}", line=line, col=col, column=column,
+                            statement=ctx.statement.text)
     return ctx.error(f"{verb} failed: {message}", where, column=column)
+
+
+_SPARK_POSITION = re.compile(r"; line (\d+) pos (\d+)")
 
 
 def install(spark: SparkSession, resolver: TableResolver | None = None) -> SqlFrontEnd:

@@ -1,0 +1,112 @@
+"""Java class names in table properties (CREATE TABLE ... TBLPROPERTIES / OPTIONS, ALTER TABLE ... SET
+TBLPROPERTIES): payload classes, record mergers, lock providers, key generators, compaction strategies.
+
+Scripts written for Java Hudi name JVM classes. Where the class has a meaning in this engine (the behaviour
+it selects is implemented here, or it only tunes the JVM engine and the behaviour here is the same) the
+property is accepted, with a warning when the class itself is not used; where the class selects behaviour
+this engine does not have, the statement is rejected with an error naming the property and what is
+supported, so nothing runs with silently different semantics.
+"""
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+_JAVA_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+[A-Z][\w$]*$")
+
+
+@dataclass(frozen=True)
+class ClassRule:
+    what: str
+    supported: dict[str, str | None]   # simple class name -> warning (None: used as is, no warning)
+    free: bool = False                 # any class accepted with a warning (tuning only)
+
+
+_PAYLOAD = ClassRule("payload class", {
+    "OverwriteWithLatestAvroPayload": None,
+    "DefaultHoodieRecordPayload": None,
+    "EventTimeAvroPayload": "merges as DefaultHoodieRecordPayload (the larger ordering value wins)",
+})
+_MERGER = ClassRule("record merger", {
+    "HoodieAvroRecordMerger": "records are merged by this engine with the table's payload semantics",
+    "HoodieSparkRecordMerger": "records are merged by this engine with the table's payload semantics",
+    "DefaultSparkRecordMerger": "records are merged by this engine with the table's payload semantics",
+    "OverwriteWithLatestMerger": "records are merged by this engine with the table's payload semantics",
+})
+_LOCK = ClassRule("lock provider", {
+    "InProcessLockProvider": "this engine writes from one process; the in-process lock is implied",
+    "FileSystemBasedLockProvider": "this engine writes from one process; the file-system lock is not taken",
+})
+_KEYGEN = ClassRule("key generator", {name: None for name in (
+    "SimpleKeyGenerator", "SimpleAvroKeyGenerator", "ComplexKeyGenerator", "ComplexAvroKeyGenerator",
+    "NonpartitionedKeyGenerator", "NonpartitionedAvroKeyGenerator", "GlobalDeleteKeyGenerator",
+    "TimestampBasedKeyGenerator", "TimestampBasedAvroKeyGenerator", "CustomKeyGenerator", "CustomAvroKeyGenerator")})
+_COMPACTION_STRATEGY = ClassRule("compaction strategy", {
+    "LogFileSizeBasedCompactionStrategy": None, "UnBoundedCompactionStrategy": None})
+_SYNC = ClassRule("meta sync class", {}, free=True)   # the catalog layer reads these (Hive sync)
+
+RULES: dict[str, ClassRule] = {
+    "payloadclass": _PAYLOAD,
+    "hoodie.datasource.write.payload.class": _PAYLOAD,
+    "hoodie.compaction.payload.class": _PAYLOAD,
+    "hoodie.table.payload.class": _PAYLOAD,
+    "hoodie.datasource.write.record.merger.impls": _MERGER,
+    "hoodie.write.record.merger.impls": _MERGER,
+    "hoodie.record.merger.impls": _MERGER,
+    "hoodie.write.lock.provider": _LOCK,
+    "hoodie.datasource.write.keygenerator.class": _KEYGEN,
+    "hoodie.table.keygenerator.class": _KEYGEN,
+    "hoodie.compaction.strategy": _COMPACTION_STRATEGY,
+}
+
+
+def _rule_for(key: str) -> ClassRule | None:
+    lower = key.lower()
+    if lower in RULES:
+        return RULES[lower]
+    if "sync" in lower or "extractor" in lower:
+        return _SYNC
+    return None
+
+
+def check_properties(ctx, props: dict[str, str], node=None, *, table: str | None = None) -> list[str]:
+    """Validate the class-valued properties of `props`; returns the warnings logged. Raises the statement's
+    error (ctx.error) for a class this engine cannot honour."""
+    warnings = []
+    for key, value in props.items():
+        message = _check(key, value)
+        if message is None:
+            continue
+        kind, text = message
+        where = f" of {table}" if table else ""
+        if kind == "error":
+            raise ctx.error(f"property '{key}'{where} = '{value}': {text}", node, table=table)
+        warnings.append(f"property '{key}'{where} = '{value}': {text}")
+        log.warning("%s", warnings[-1])
+    return warnings
+
+
+def _check(key: str, value: str) -> tuple[str, str] | None:
+    rule = _rule_for(key)
+    classes = [v.strip() for v in str(value).split(",") if v.strip()]
+    if rule is None:
+        if any(_JAVA_CLASS.match(c) for c in classes) and key.lower().startswith("hoodie."):
+            return "warning", "a Java class this engine does not load; the property is kept but has no effect here"
+        return None
+    if rule.free:
+        return None
+    notes = []
+    for cls in classes:
+        simple = cls.rsplit(".", 1)[-1]
+        if simple not in rule.supported:
+            supported = ", ".join(sorted(rule.supported)) or "none"
+            return "error", (f"the {rule.what} {cls} is not supported by this engine (supported: {supported}); "
+                             "nothing was changed")
+        if rule.supported[simple]:
+            notes.append(rule.supported[simple])
+    if notes:
+        return "warning", "; ".join(dict.fromkeys(notes))
+    return None

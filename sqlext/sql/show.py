@@ -1,0 +1,184 @@
+"""SHOW PARTITIONS, SHOW CREATE TABLE, SHOW TBLPROPERTIES and DESCRIBE [EXTENDED | FORMATTED] of Hudi tables,
+answered from the table itself (hoodie.properties, the latest schema, the file-system view) with Spark's
+output columns, so they work the same with or without a metastore. SHOW TABLES stays Spark's.
+
+sqlglot keeps SHOW as a Command: the statement text is matched here; table names and partition specs in it
+are parsed with sqlglot.
+"""
+from __future__ import annotations
+
+import logging
+import re
+
+import sqlglot
+from pyspark.sql import DataFrame
+from sqlglot import exp
+
+from sqlext.sql.table import HudiTable
+from storage.meta_fields import META_COLUMNS
+
+log = logging.getLogger(__name__)
+
+_NAME = r"(?P<name>(?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)"
+_SHOW_PARTITIONS = re.compile(rf"(?is)^\s*SHOW\s+PARTITIONS\s+{_NAME}(?:\s+(?P<spec>PARTITION\s*\(.*\)))?\s*;?\s*$")
+_SHOW_CREATE = re.compile(rf"(?is)^\s*SHOW\s+CREATE\s+TABLE\s+{_NAME}(?P<serde>\s+AS\s+SERDE)?\s*;?\s*$")
+_SHOW_PROPS = re.compile(rf"(?is)^\s*SHOW\s+TBLPROPERTIES\s+{_NAME}(?:\s*\((?P<key>[^)]*)\))?\s*;?\s*$")
+_FORMS = (("partitions", _SHOW_PARTITIONS), ("create", _SHOW_CREATE), ("properties", _SHOW_PROPS))
+
+# table properties SHOW CREATE TABLE writes back as Hudi's SQL spellings
+_SQL_SPELLINGS = {"hoodie.table.recordkey.fields": "primaryKey", "hoodie.table.precombine.field": "preCombineField"}
+# hoodie.properties entries that are derived or bookkeeping: not part of a CREATE TABLE statement
+_DERIVED = {"hoodie.table.name", "hoodie.table.type", "hoodie.table.version", "hoodie.table.checksum",
+            "hoodie.table.create.schema", "hoodie.table.partition.fields", "hoodie.timeline.layout.version",
+            "hoodie.table.recordkey.fields", "hoodie.table.precombine.field", "hoodie.database.name",
+            "hoodie.table.initial.version", "hoodie.table.metadata.partitions", "hoodie.archivelog.folder",
+            "hoodie.timeline.path", "hoodie.table.timeline.timezone"}
+
+
+def _table_node(name: str) -> exp.Table:
+    return sqlglot.parse_one(f"SELECT * FROM {name}", read="spark").find(exp.Table)
+
+
+def _form(text: str):
+    for kind, pattern in _FORMS:
+        found = pattern.match(text)
+        if found:
+            return kind, found
+    return None, None
+
+
+# -- SHOW (Command) ----------------------------------------------------------------------------------
+def matches(ctx, text: str) -> bool:
+    kind, found = _form(text)
+    if kind is None:
+        return False
+    try:
+        return ctx.resolve(_table_node(found.group("name"))) is not None
+    except sqlglot.errors.ParseError:
+        return False
+
+
+def plan(ctx, text: str) -> DataFrame:
+    kind, found = _form(text)
+    node = _table_node(found.group("name"))
+    table = ctx.require_table(node)
+    if kind == "partitions":
+        return show_partitions(ctx, table, found.group("spec"))
+    if kind == "create":
+        return ctx.spark.createDataFrame([(show_create_table(table),)], "createtab_stmt string")
+    return show_tblproperties(ctx, table, found.group("key"))
+
+
+def show_partitions(ctx, table: HudiTable, spec_text: str | None) -> DataFrame:
+    """The partitions (relative paths) holding data in the latest snapshot, as Hudi's SHOW PARTITIONS."""
+    from sqlext.sql.truncate import matching_partitions, partition_spec
+
+    if not table.partition_fields:
+        raise ctx.error(f"SHOW PARTITIONS is not allowed on a table that is not partitioned: {table.name}",
+                        table=table.name)
+    spec = {}
+    if spec_text:
+        alter = sqlglot.parse_one(f"ALTER TABLE x DROP {spec_text}", read="spark")
+        part = alter.find(exp.Partition)
+        if part is None:
+            raise ctx.error(f"SHOW PARTITIONS {table.name}: cannot read the partition spec '{spec_text}'",
+                            table=table.name)
+        spec = partition_spec(ctx, table, part)
+    rows = [(p,) for p in sorted(matching_partitions(table, spec))]
+    return ctx.spark.createDataFrame(rows, "partition string")
+
+
+def _columns(table: HudiTable) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in table.schema.fields]
+
+
+def _ident(name: str) -> str:
+    return name if re.fullmatch(r"[A-Za-z_]\w*", name) else f"`{name.replace('`', '``')}`"
+
+
+def _literal(value: str) -> str:
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def show_create_table(table: HudiTable) -> str:
+    """A CREATE TABLE statement that makes a table with the same columns, keys, type and settings."""
+    cfg = table.meta.table_config
+    name = table.ref.qualified_name if table.ref.db else f"hudi.`{table.ref.path}`"
+    cols = ",\n".join(f"  {_ident(n)} {t.upper()}" for n, t in _columns(table))
+    props = {"primaryKey": ",".join(cfg.record_key_fields), "type": "mor" if cfg.is_mor else "cow"}
+    if cfg.precombine_field:
+        props["preCombineField"] = cfg.precombine_field
+    for key, value in sorted(cfg.props.items()):
+        if key.startswith("hoodie.") and key not in _DERIVED:
+            props[key] = value
+    lines = [f"CREATE TABLE {name} (", cols, ")", "USING hudi"]
+    if table.partition_fields:
+        lines.append(f"PARTITIONED BY ({', '.join(_ident(p) for p in table.partition_fields)})")
+    lines.append(f"LOCATION {_literal(table.ref.path)}")
+    lines.append("TBLPROPERTIES (\n" + ",\n".join(f"  {_literal(k)} = {_literal(v)}" for k, v in props.items())
+                 + ")")
+    return "\n".join(lines) + "\n"
+
+
+def table_properties(table: HudiTable) -> dict[str, str]:
+    """What the catalog shows as the table's properties: hoodie.properties plus Hudi's SQL spellings."""
+    cfg = table.meta.table_config
+    props = {k: v for k, v in cfg.props.items() if k not in ("hoodie.table.create.schema",)}
+    props.update({"provider": "hudi", "type": "mor" if cfg.is_mor else "cow",
+                  "primaryKey": ",".join(cfg.record_key_fields)})
+    if cfg.precombine_field:
+        props["preCombineField"] = cfg.precombine_field
+    return props
+
+
+def show_tblproperties(ctx, table: HudiTable, key_text: str | None) -> DataFrame:
+    props = table_properties(table)
+    if key_text is not None and key_text.strip():
+        key = key_text.strip().strip("'\"`")
+        value = props.get(key, f"Table {table.name} does not have property: {key}")
+        return ctx.spark.createDataFrame([(key, value)], "key string, value string")
+    return ctx.spark.createDataFrame(sorted(props.items()), "key string, value string")
+
+
+# -- DESCRIBE (exp.Describe) -------------------------------------------------------------------------------
+def describe_matches(ctx, node: exp.Describe) -> bool:
+    extra = {k for k, v in node.args.items() if v and k not in ("this", "style", "kind", "as_json")}
+    return not extra and isinstance(node.this, exp.Table) and ctx.resolve(node.this) is not None
+
+
+def describe_plan(ctx, node: exp.Describe) -> DataFrame:
+    """Spark's DESCRIBE layout: the columns (meta columns first), partition information, and with EXTENDED /
+    FORMATTED the detailed table information."""
+    table = ctx.require_table(node.this)
+    cfg = table.meta.table_config
+    rows: list[tuple] = []
+    if cfg.populate_meta_fields:
+        rows += [(m, "string", None) for m in META_COLUMNS]
+    rows += [(n, t, None) for n, t in _columns(table)]
+    parts = [(n, t) for n, t in _columns(table) if n.lower() in {p.lower() for p in table.partition_fields}]
+    if parts:
+        rows += [("# Partition Information", "", ""), ("# col_name", "data_type", "comment")]
+        rows += [(n, t, None) for n, t in parts]
+    style = str(node.args.get("style") or "").upper()
+    if style in ("EXTENDED", "FORMATTED"):
+        rows += [("", "", ""), ("# Detailed Table Information", "", "")]
+        rows += [("Database", table.ref.db or "", ""), ("Table", table.ref.name, ""),
+                 ("Type", "MANAGED" if _managed(ctx, table) else "EXTERNAL", ""), ("Provider", "hudi", ""),
+                 ("Table Type", cfg.table_type, ""),
+                 ("Record Key", ",".join(cfg.record_key_fields), ""),
+                 ("Precombine Field", cfg.precombine_field or "", ""),
+                 ("Location", table.ref.path, ""),
+                 ("Table Properties", "[" + ", ".join(f"{k}={v}" for k, v in sorted(table_properties(table).items()))
+                  + "]", "")]
+    return ctx.spark.createDataFrame(rows, "col_name string, data_type string, comment string")
+
+
+def _managed(ctx, table: HudiTable) -> bool:
+    from sqlext.sql.resolver import TableName
+
+    if table.ref.db is None:
+        return False
+    try:
+        return ctx.resolver.location_for(TableName(table.ref.name, table.ref.db)).path == table.ref.path
+    except Exception:
+        return False

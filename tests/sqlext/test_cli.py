@@ -1,0 +1,164 @@
+"""The `sqlext` CLI run as a subprocess (`python -m sqlext.cli`): `sql -f` with CSV output and --conf, the
+piped shell with JSON output, errors with line and column and a non-zero exit, `metastore start|status|stop`,
+and one run against the test session's running metastore (its thrift URI). Spark starts in each subprocess
+(slow), so there are three Spark runs in all, started together."""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hudi_oracle import hudi_rs_read  # noqa: E402
+
+PYTHON = sys.executable
+REPO = Path(__file__).resolve().parents[2]
+SPARK_CONF = ["--master", "local[1]", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g"]
+
+
+def sqlext(*args, stdin: str | None = None, timeout: int = 240):
+    return started(*args, stdin=stdin).result(timeout)
+
+
+class Run:
+    """A CLI subprocess started now, awaited later (the Spark runs overlap: each spends most of its time
+    starting a JVM)."""
+
+    def __init__(self, args, stdin: str | None):
+        self.proc = subprocess.Popen([PYTHON, "-m", "sqlext.cli", *args], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                                     env=dict(os.environ))
+        self._done = None
+        self.proc.stdin.write(stdin or "")  # small: fits the pipe buffer, so the statements run right away
+        self.proc.stdin.close()
+        self.proc.stdin = None  # communicate() must not touch it again
+
+    def result(self, timeout: int = 300) -> subprocess.CompletedProcess:
+        if self._done is None:
+            out, err = self.proc.communicate(timeout=timeout)
+            self._done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)
+        return self._done
+
+
+def started(*args, stdin: str | None = None) -> Run:
+    return Run(args, stdin)
+
+
+SCRIPT = """-- a Hudi table from a SQL file
+CREATE TABLE orders (id INT, item STRING, qty INT, dt STRING) USING hudi
+  PARTITIONED BY (dt) TBLPROPERTIES (primaryKey = 'id', preCombineField = 'qty');
+INSERT INTO orders VALUES (1, 'apple', 3, 'd1'), (2, 'pear; ripe', 5, 'd2');
+UPDATE orders SET qty = qty + 10 WHERE id = 1;
+SET spark.sql.shuffle.partitions;
+SELECT id, item, qty, dt FROM orders ORDER BY id;
+CALL show_commits(table => 'orders', limitt => 1);
+SELECT 'never runs'
+"""
+
+
+SHELL_INPUT = ("CREATE TABLE s (id INT, v STRING)\n  USING hudi TBLPROPERTIES (primaryKey = 'id');\n"
+               "INSERT INTO s VALUES (1, 'a;b'),\n  (2, NULL);\n"
+               "SELECT * FROM no_such_table;\n"
+               "SELECT id, v FROM s\n ORDER BY id;\n"
+               "exit\nSELECT 'after exit';\n")
+
+
+@pytest.fixture(scope="module")
+def runs(spark, tmp_path_factory):
+    """The three Spark runs of this module, started together: name -> (Run, its directory[, db])."""
+    base = tmp_path_factory.mktemp("cli")
+    (base / "script.sql").write_text(SCRIPT)
+    uri = spark._sqlext_catalog.uri
+    db = f"cli_{uuid.uuid4().hex[:8]}"
+    out = {
+        "file": (started("sql", "-f", str(base / "script.sql"), "--output", "csv", "--metastore", "none",
+                         "--warehouse", str(base / "wh1"), "--conf", "spark.sql.shuffle.partitions=3",
+                         *SPARK_CONF), base / "wh1"),
+        "shell": (started("shell", "--output", "json", "--metastore", "none", "--warehouse", str(base / "wh2"),
+                          *SPARK_CONF, stdin=SHELL_INPUT), base / "wh2"),
+        "metastore": (started("sql", f"CREATE DATABASE {db} LOCATION '{base / 'db'}'; "
+                                     f"CREATE TABLE {db}.m (id INT, v STRING) USING hudi "
+                                     f"TBLPROPERTIES (primaryKey = 'id'); "
+                                     f"INSERT INTO {db}.m VALUES (1, 'x'); SHOW TABLES IN {db}",
+                              "--metastore", uri, "--warehouse", str(base / "wh3"), *SPARK_CONF), db),
+    }
+    yield out
+    for run, _ in out.values():
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.communicate()
+
+
+def test_sql_file_csv_conf_and_error(runs):
+    pending, wh = runs["file"]
+    run = pending.result()
+    assert run.returncode == 1, run.stderr
+    assert "error: line 8:38: CALL show_commits: unknown argument 'limitt'" in run.stderr
+    lines = list(csv.reader(io.StringIO(run.stdout)))
+    assert ["key", "value"] in lines and ["spark.sql.shuffle.partitions", "3"] in lines
+    select = lines[lines.index(["id", "item", "qty", "dt"]):]
+    assert select == [["id", "item", "qty", "dt"], ["1", "apple", "13", "d1"], ["2", "pear; ripe", "5", "d2"]]
+    assert "never runs" not in run.stdout
+    rows = sorted((r["id"], r["item"], r["qty"]) for r in hudi_rs_read(wh / "orders").to_pylist())
+    assert rows == [(1, "apple", 13), (2, "pear; ripe", 5)]
+
+
+def test_shell_reads_piped_statements(runs):
+    pending, _ = runs["shell"]
+    run = pending.result()
+    assert run.returncode == 1, run.stderr  # one statement failed
+    assert "error: line 1:15:" in run.stderr and "no_such_table" in run.stderr
+    out = [json.loads(line) for line in run.stdout.splitlines()]
+    assert out == [{"num_affected_rows": 2, "num_inserted_rows": 2, "num_updated_rows": 0, "num_deleted_rows": 0},
+                   {"id": 1, "v": "a;b"}, {"id": 2, "v": None}]
+
+
+def test_usage_errors_and_metastore_commands(tmp_path):
+    from catalog import MetastoreClient
+
+    bad = sqlext("sql", "SELECT 1", "--conf", "novalue")
+    assert bad.returncode == 2 and "--conf 'novalue': expected KEY=VALUE" in bad.stderr
+    missing = sqlext("sql", "-f", str(tmp_path / "nope.sql"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    wh = str(tmp_path / "wh")
+    status = sqlext("metastore", "status", "--warehouse", wh)
+    assert status.returncode == 0
+    info = json.loads(status.stdout)
+    assert info["running"] is False and info["warehouse"] == wh
+    start = sqlext("metastore", "start", "--warehouse", wh)
+    try:
+        assert start.returncode == 0, start.stderr
+        uri = start.stdout.strip()
+        assert uri.startswith("thrift://")
+        info = json.loads(sqlext("metastore", "status", "--warehouse", wh).stdout)
+        assert info["running"] is True and info["uri"] == uri
+        with MetastoreClient(uri) as client:
+            assert "default" in client.get_all_databases()
+    finally:
+        stop = sqlext("metastore", "stop", "--warehouse", wh)
+    assert stop.returncode == 0 and stop.stdout.strip() == "stopped"
+    assert json.loads(sqlext("metastore", "status", "--warehouse", wh).stdout)["running"] is False
+
+
+def test_sql_against_the_session_metastore(spark, runs):
+    from catalog import MetastoreClient
+    from sqlext.sql import install
+
+    uri = spark._sqlext_catalog.uri
+    assert uri and os.environ.get("HIVE_METASTORE_URIS") == uri
+    pending, db = runs["metastore"]
+    run = pending.result()
+    assert run.returncode == 0, run.stderr
+    assert f"| {db}" in run.stdout and "| m " in run.stdout  # Spark's SHOW TABLES table output
+    with MetastoreClient(uri) as client:
+        entry = client.get_table(db, "m")
+        assert entry is not None and entry.parameters["provider"] == "hudi"
+    install(spark, spark._sqlext_catalog.resolver)
+    assert [tuple(r) for r in spark.sql(f"SELECT id, v FROM {db}.m").collect()] == [(1, "x")]

@@ -1,0 +1,87 @@
+"""`hoodie.datasource.insert.dup.policy` (drop / fail) for INSERT as `insert`, and Java class names in table
+properties: accepted with a warning where they have a meaning here, rejected (nothing created or changed)
+where they do not. Final rows are read with hudi-rs."""
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from hudi_oracle import hudi_rs_read  # noqa: E402
+
+from conftest import SEED_ROWS
+from sqlext.sql import HudiSqlError
+
+INSERT_AS_INSERT = "'hoodie.spark.sql.insert.into.operation' = 'insert'"
+
+
+def _by_id(path, column: str = "name") -> dict:
+    return {r["id"]: r[column] for r in hudi_rs_read(path).to_pylist()}
+
+
+def _instants(path) -> list[str]:
+    return sorted(p.name for p in (Path(path) / ".hoodie").iterdir() if p.is_file())
+
+
+def test_insert_dup_policy_drop_and_fail(hudi_sql, seeded):
+    path = seeded("t")
+    hudi_sql.sql(f"ALTER TABLE t SET TBLPROPERTIES ({INSERT_AS_INSERT}, "
+                 "'hoodie.datasource.insert.dup.policy' = 'drop')")
+    counts = hudi_sql.sql("INSERT INTO t VALUES (1, 'dup', 1.0, 9, 'p1'), (6, 'f', 60.0, 1, 'p3')").collect()[0]
+    assert counts.num_inserted_rows == 1
+    expected = {r[0]: r[1] for r in SEED_ROWS} | {6: "f"}
+    assert _by_id(path) == expected  # the duplicate of key 1 was dropped, not upserted
+    hudi_sql.sql("ALTER TABLE t SET TBLPROPERTIES ('hoodie.datasource.insert.dup.policy' = 'fail')")
+    before = _instants(path)
+    with pytest.raises(HudiSqlError, match=r"record key '2' already exists \(hoodie.datasource.insert.dup.policy="
+                                           r"fail\)\. Nothing was written"):
+        hudi_sql.sql("INSERT INTO t VALUES (7, 'g', 1.0, 1, 'p1'), (2, 'dup', 1.0, 9, 'p1')")
+    assert _instants(path) == before and _by_id(path) == expected
+    hudi_sql.sql("INSERT INTO t VALUES (7, 'g', 1.0, 1, 'p1')")
+    assert _by_id(path) == expected | {7: "g"}
+    hudi_sql.sql("ALTER TABLE t SET TBLPROPERTIES ('hoodie.datasource.insert.dup.policy' = 'sometimes')")
+    with pytest.raises(HudiSqlError, match="expected none, drop or fail"):
+        hudi_sql.sql("INSERT INTO t VALUES (8, 'h', 1.0, 1, 'p1')")
+
+
+def test_java_class_properties(hudi_sql, warehouse, caplog):
+    caplog.set_level(logging.WARNING, logger="sqlext.sql.properties")
+    hudi_sql.sql("""CREATE TABLE ok (id INT, v STRING, ts BIGINT) USING hudi TBLPROPERTIES (
+        primaryKey = 'id', preCombineField = 'ts',
+        payloadClass = 'org.apache.hudi.common.model.DefaultHoodieRecordPayload',
+        'hoodie.datasource.write.record.merger.impls' = 'org.apache.hudi.HoodieSparkRecordMerger',
+        'hoodie.write.lock.provider' = 'org.apache.hudi.client.transaction.lock.InProcessLockProvider',
+        'hoodie.write.commit.callback.class' = 'com.acme.hudi.SlackCallback')""")
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert "HoodieSparkRecordMerger" in warned and "InProcessLockProvider" in warned
+    assert "com.acme.hudi.SlackCallback" in warned and "DefaultHoodieRecordPayload" not in warned
+    hudi_sql.sql("INSERT INTO ok VALUES (1, 'a', 2); INSERT INTO ok VALUES (1, 'older', 1)")
+    assert _by_id(warehouse / "ok", "v") == {1: "a"}  # DefaultHoodieRecordPayload: the larger ts wins
+    rejected = [
+        ("'hoodie.write.lock.provider' = 'org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider'",
+         "lock provider .*ZookeeperBasedLockProvider is not supported"),
+        ("payloadClass = 'com.acme.MyPayload'", "payload class com.acme.MyPayload is not supported"),
+        ("'hoodie.datasource.write.payload.class' = 'org.apache.hudi.common.model.PartialUpdateAvroPayload'",
+         "PartialUpdateAvroPayload is not supported"),
+    ]
+    for prop, message in rejected:
+        with pytest.raises(HudiSqlError, match=message):
+            hudi_sql.sql(f"CREATE TABLE bad (id INT) USING hudi TBLPROPERTIES (primaryKey = 'id', {prop})")
+        assert not (warehouse / "bad").exists()
+
+
+def test_create_and_drop_index_are_accepted_without_effect(hudi_sql, seeded, caplog):
+    path = seeded("t")
+    before = _instants(path)
+    caplog.set_level(logging.WARNING)
+    hudi_sql.sql("CREATE INDEX name_idx ON t (name)")
+    hudi_sql.sql("CREATE INDEX IF NOT EXISTS price_idx ON t USING column_stats (price, ts) OPTIONS (a = 'b')")
+    hudi_sql.sql("DROP INDEX name_idx ON t")
+    warned = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
+    assert len(warned) == 3 and "price_idx on default.t" in warned[1] and "name_idx on default.t" in warned[2]
+    assert _instants(path) == before and _by_id(path) == {r[0]: r[1] for r in SEED_ROWS}
+    with pytest.raises(HudiSqlError, match="'nope' is not a column of default.t"):
+        hudi_sql.sql("CREATE INDEX bad_idx ON t USING column_stats (nope) OPTIONS (a = 'b')")
