@@ -42,10 +42,10 @@ def command_matches(ctx, text: str) -> bool:
 def command_plan(ctx, text: str) -> DataFrame:
     found = _CREATE_TEXT.match(text)
     columns = [c.strip().strip("`") for c in found.group("columns").split(",") if c.strip()]
-    return _accept(ctx, found.group("index").strip("`"), _table_node(found.group("table")), columns, [])
+    return accept(ctx, found.group("index").strip("`"), _table_node(found.group("table")), columns, [])
 
 
-def _accept(ctx, index: str, table_node: exp.Table, columns: list[str], nodes: list) -> DataFrame:
+def accept(ctx, index: str, table_node: exp.Table, columns: list[str], nodes: list) -> DataFrame:
     """Check the table and columns, warn, do nothing."""
     table = ctx.require_table(table_node)
     if not columns:
