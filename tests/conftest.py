@@ -58,3 +58,9 @@ def spark(tmp_path_factory):
     session.stop()
     if catalog is not None and catalog.embedded is not None:
         catalog.embedded.stop()
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The benchmark smoke test runs last: it is the slowest, and tests/catalog must run before anything starts
+    the session's SparkContext (one of them checks a plain PySpark session of its own)."""
+    items.sort(key=lambda item: "tests/bench/" in str(item.fspath).replace(os.sep, "/"))

@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlext.sql.resolver import TableName
 from sqlext.sql.result import empty_result
 from sqlext.sql.table import HudiTable
-from sqlext.sql.table_commits import commit_delete_partitions, commit_schema_change
+from storage.write.table_commits import commit_delete_partitions, commit_schema_change
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from sqlglot import exp
 
 from sqlext.sql.result import empty_result
 from sqlext.sql.table import HudiTable
-from sqlext.sql.table_commits import commit_delete_partitions
+from storage.write.table_commits import commit_delete_partitions
 from storage.table.fs_view import FileSystemView
 
 log = logging.getLogger(__name__)

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 
 from storage.fs_utils import file_id_of, join_path, parse_log_file_name
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.instant import Action, HoodieInstant, State
 from storage.write.heartbeat import is_writer_alive
-from storage.write.markers import IOType, delete_marker_dir, list_markers
+from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
 
 log = logging.getLogger(__name__)
 
@@ -166,3 +166,41 @@ def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
         storage.delete(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
     delete_marker_dir(storage, meta_client.marker_dir(instant_time))
     meta_client.active_timeline.reload().delete_instant_files(instant_time)
+
+
+def rollback_completed(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    """Roll back a completed commit (`rollback_to_instant`), as Hudi does: markers for the files its metadata
+    names, the commit turned back into an inflight one, then the ordinary rollback of a failed write (files
+    deleted, rollback blocks appended to logs, a rollback instant). A crash in between leaves a pending write
+    with markers, which the next writer rolls back the same way."""
+    _write_markers(meta_client, instant)
+    return rollback(meta_client, _unpublish(meta_client, instant))
+
+
+def _write_markers(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> None:
+    """The commit's markers were removed when it completed; its metadata names the same files."""
+    md = meta_client.active_timeline.commit_metadata(instant)
+    for stat in md.write_stats():
+        names = {n.rsplit("/", 1)[-1] for n in [stat.path, *(stat.logFiles or [])] if n}
+        for file_name in names:
+            if file_name.startswith(".") and ".log." in file_name:
+                io_type = IOType.APPEND
+            else:
+                io_type = IOType.CREATE if (stat.prevCommit or "").lower() == "null" else IOType.MERGE
+            create_marker(meta_client.storage, meta_client.marker_dir(instant.timestamp), stat.partitionPath, file_name, io_type)
+
+
+def _unpublish(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    """Hudi's revertToInflight: remove the completed instant file; the pending (inflight) instant remains."""
+    timeline = meta_client.active_timeline
+    files = timeline.all_files()
+    pending = [i for i in files if i.timestamp == instant.timestamp and not i.is_completed]
+    if not any(i.is_inflight for i in pending):
+        action = next((i.action for i in pending), instant.action)
+        meta_client.storage.create(f"{timeline.path}/{HoodieInstant(State.INFLIGHT, action, instant.timestamp).file_name(1)}")
+    meta_client.storage.delete(files[instant])
+    timeline.reload()
+    reverted = timeline.timeline.find(instant.timestamp)
+    if reverted is None or reverted.is_completed:
+        raise RuntimeError(f"could not unpublish {instant} of {meta_client.base_path}")
+    return reverted

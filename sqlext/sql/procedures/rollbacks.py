@@ -87,7 +87,7 @@ def rollback_to_instant(call, args):
     those files (or appends rollback blocks to log files) and completes a rollback instant. A crash in
     between leaves a pending write with markers, which the next writer rolls back the same way."""
     from storage.table.meta_client import HoodieTableMetaClient
-    from storage.write.rollback import rollback
+    from storage.write.rollback import rollback, rollback_completed
 
     ref = call.table_ref(args["table"])
     meta = HoodieTableMetaClient.load(ref.path)
@@ -103,44 +103,8 @@ def rollback_to_instant(call, args):
     later = [i.timestamp for i in commits if i.timestamp > ts]
     if later:
         raise call.error(f"found commits after time {ts} ({', '.join(later)}): roll back the later commits first")
-    if target.is_completed:
-        _write_markers(meta, target)
-        target = _unpublish(meta, target)
-    done = rollback(meta, target)
+    done = rollback_completed(meta, target) if target.is_completed else rollback(meta, target)
     meta.reload()
     log.info("rolled back %s of %s as %s", target, ref.qualified_name, done)
     call.resolver.refresh(ref)
     return [(True,)]
-
-
-def _write_markers(meta, instant) -> None:
-    """The commit's markers were removed when it completed; its metadata names the same files."""
-    from storage.write.markers import IOType, create_marker
-
-    md = meta.active_timeline.commit_metadata(instant)
-    for stat in md.write_stats():
-        names = {n.rsplit("/", 1)[-1] for n in [stat.path, *(stat.logFiles or [])] if n}
-        for file_name in names:
-            if file_name.startswith(".") and ".log." in file_name:
-                io_type = IOType.APPEND
-            else:
-                io_type = IOType.CREATE if (stat.prevCommit or "").lower() == "null" else IOType.MERGE
-            create_marker(meta.storage, meta.marker_dir(instant.timestamp), stat.partitionPath, file_name, io_type)
-
-
-def _unpublish(meta, instant):
-    """Hudi's revertToInflight: remove the completed instant file; the pending (inflight) instant remains."""
-    from storage.timeline.instant import HoodieInstant, State
-
-    timeline = meta.active_timeline
-    files = timeline.all_files()
-    pending = [i for i in files if i.timestamp == instant.timestamp and not i.is_completed]
-    if not any(i.is_inflight for i in pending):
-        action = next((i.action for i in pending), instant.action)
-        meta.storage.create(f"{timeline.path}/{HoodieInstant(State.INFLIGHT, action, instant.timestamp).file_name(1)}")
-    meta.storage.delete(files[instant])
-    timeline.reload()
-    reverted = timeline.timeline.find(instant.timestamp)
-    if reverted is None or reverted.is_completed:
-        raise RuntimeError(f"could not unpublish {instant} of {meta.base_path}")
-    return reverted

@@ -5,8 +5,6 @@ As Apache Hudi does them: ADD COLUMNS completes an empty commit (deltacommit on 
 has operationType ALTER_SCHEMA and the new writer schema, so later writes and reads (ours, hudi-rs, Java
 Hudi) take the schema from the latest commit; TRUNCATE completes a replacecommit with operationType
 DELETE_PARTITION naming the replaced file groups, so time travel to before it still works.
-
-MOVE TO storage (e.g. storage.write.table_ops): these compose storage's timeline API only.
 """
 from __future__ import annotations
 
