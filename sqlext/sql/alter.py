@@ -22,6 +22,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructField, StructType
 from sqlglot import exp
 
+from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import TableName
 from sqlext.sql.result import empty_result
 from sqlext.sql.table import HudiTable
@@ -118,18 +119,6 @@ def _add_columns(ctx, table: HudiTable, columns: list) -> DataFrame:
 
 
 # -- properties ------------------------------------------------------------------------------------------
-def _prop_key(prop) -> str:
-    key = prop.this
-    return key.name if isinstance(key, (exp.Var, exp.Identifier, exp.Literal)) else key.sql(dialect="spark")
-
-
-def _prop_value(ctx, prop) -> str:
-    value = prop.args.get("value")
-    if isinstance(value, (exp.Literal, exp.Var, exp.Identifier)):
-        return value.name
-    if isinstance(value, exp.Boolean):
-        return "true" if value.this else "false"
-    raise ctx.error(f"property '{_prop_key(prop)}' needs a literal value", prop)
 
 
 def _check_mutable(ctx, table: HudiTable, key: str, where) -> None:
@@ -146,12 +135,11 @@ def _set_properties(ctx, table: HudiTable, action: exp.AlterSet) -> DataFrame:
         if not isinstance(prop, exp.Property):
             raise ctx.error(f"ALTER TABLE {table.name} SET: '{prop.sql(dialect='spark')}' is not supported on Hudi "
                             "tables", prop, table=table.name)
-        key = _prop_key(prop)
+        key = prop_key(prop)
         _check_mutable(ctx, table, key, prop)
-        updates[key] = _prop_value(ctx, prop)
+        updates[key] = prop_value(ctx, prop)
     if not updates:
         raise ctx.error("SET TBLPROPERTIES needs at least one property", action, table=table.name)
-    from sqlext.sql.properties import check_properties
 
     check_properties(ctx, updates, action, table=table.name)
     table.meta.update_table_config(updates)

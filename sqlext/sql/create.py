@@ -17,6 +17,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 from sqlglot import exp
 
+from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
 from storage.write.write_client import init_table
@@ -162,26 +163,14 @@ def _spec(ctx, node: exp.Create) -> CreateSpec:
             spec.location = prop.this.name
         elif isinstance(prop, exp.OptionsProperty):
             for inner in prop.expressions:
-                spec.properties[_prop_key(inner)] = _prop_value(ctx, inner)
+                spec.properties[prop_key(inner)] = prop_value(ctx, inner)
         elif isinstance(prop, exp.Property):
-            spec.properties[_prop_key(prop)] = _prop_value(ctx, prop)
+            spec.properties[prop_key(prop)] = prop_value(ctx, prop)
         else:
             raise ctx.error(f"unsupported clause for a Hudi table: '{prop.sql(dialect='spark')}'", prop)
     return spec
 
 
-def _prop_key(prop: exp.Property) -> str:
-    key = prop.this
-    return key.name if isinstance(key, (exp.Var, exp.Identifier, exp.Literal)) else key.sql(dialect="spark")
-
-
-def _prop_value(ctx, prop: exp.Property) -> str:
-    value = prop.args.get("value")
-    if isinstance(value, (exp.Literal, exp.Var, exp.Identifier)):
-        return value.name
-    if isinstance(value, exp.Boolean):
-        return "true" if value.this else "false"
-    raise ctx.error(f"property '{_prop_key(prop)}' needs a literal value", prop)
 
 
 # -- schema and options ----------------------------------------------------------------------------
@@ -229,7 +218,6 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
             extra[key] = value  # kept in hoodie.properties: every later write of the table uses it
         else:
             log.warning("CREATE TABLE %s: property %s is not used by Hudi tables", ref.qualified_name, key)
-    from sqlext.sql.properties import check_properties
 
     check_properties(ctx, spec.properties, node, table=ref.qualified_name)  # Java class names: warn or reject
     if spec.partition_by:

@@ -13,7 +13,25 @@ import logging
 import re
 from dataclasses import dataclass
 
+from sqlglot import exp
+
 log = logging.getLogger(__name__)
+
+
+def prop_key(prop: exp.Property) -> str:
+    """The key of a TBLPROPERTIES / OPTIONS entry as written (quoted or not)."""
+    key = prop.this
+    return key.name if isinstance(key, (exp.Var, exp.Identifier, exp.Literal)) else key.sql(dialect="spark")
+
+
+def prop_value(ctx, prop: exp.Property) -> str:
+    """The literal value of a property entry; anything else is an error naming the property."""
+    value = prop.args.get("value")
+    if isinstance(value, (exp.Literal, exp.Var, exp.Identifier)):
+        return value.name
+    if isinstance(value, exp.Boolean):
+        return "true" if value.this else "false"
+    raise ctx.error(f"property '{prop_key(prop)}' needs a literal value", prop)
 
 _JAVA_CLASS = re.compile(r"^(?:[a-z_][\w]*\.)+[A-Z][\w$]*$")
 

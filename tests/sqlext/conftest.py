@@ -62,3 +62,15 @@ def seeded(hudi_sql, seed_table, tmp_path):
         hudi_sql.sql(f"CREATE TABLE {name} USING hudi LOCATION '{path}'")
         return str(path)
     return make
+
+
+@pytest.fixture
+def hms_db(spark):
+    """(catalog, db): the session's metastore resolver installed and a fresh database in the real metastore."""
+    from sqlext.sql import install
+
+    catalog = spark._sqlext_catalog
+    install(spark, catalog.resolver)
+    db = f"t_{uuid.uuid4().hex[:8]}"
+    spark.sql(f"CREATE DATABASE {db}")
+    return catalog, db

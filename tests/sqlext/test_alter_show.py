@@ -4,7 +4,6 @@ metastore entries with a second metastore client."""
 from __future__ import annotations
 
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -157,14 +156,11 @@ def test_rename_without_metastore(hudi_sql, seeded):
         hudi_sql.sql("ALTER TABLE t2 RENAME TO t3")
 
 
-def test_alter_keeps_the_metastore_in_step(spark, tmp_path):
+def test_alter_keeps_the_metastore_in_step(spark, hms_db):
     from catalog import MetastoreClient
-    from sqlext.sql import install
 
-    catalog = spark._sqlext_catalog
-    install(spark, catalog.resolver)
-    db = f"alt_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE DATABASE {db}; USE {db}")
+    catalog, db = hms_db
+    spark.sql(f"USE {db}")
     try:
         spark.sql("CREATE TABLE a (id INT, v STRING, dt STRING) USING hudi PARTITIONED BY (dt) "
                   "TBLPROPERTIES (primaryKey = 'id'); INSERT INTO a VALUES (1, 'x', 'p1')")

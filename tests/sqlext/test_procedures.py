@@ -226,14 +226,10 @@ def test_help_lists_procedures_and_parameters(hudi_sql):
         hudi_sql.sql("CALL help(cmd => 'nope')")
 
 
-def test_hive_sync_procedure_registers_partitions(spark, tmp_path):
+def test_hive_sync_procedure_registers_partitions(spark, hms_db):
     from catalog import MetastoreClient
-    from sqlext.sql import install
 
-    catalog = spark._sqlext_catalog
-    install(spark, catalog.resolver)
-    db = f"proc_{uuid.uuid4().hex[:8]}"
-    spark.sql(f"CREATE DATABASE {db}")
+    catalog, db = hms_db
     spark.sql(DDL.format(name=f"{db}.synced", extra="") + f"; {WRITES[0].format(name=f'{db}.synced')}")
     with MetastoreClient(catalog.uri) as client:
         assert client.get_partitions(db, "synced") == []  # post-commit sync is off in the test session
