@@ -338,8 +338,6 @@ def test_drop_entry_whose_files_are_gone_and_create_over_foreign_table(spark, hm
 
 def test_killed_metastore_commit_succeeds_sync_reported_and_repaired(spark, hms, client, db, caplog):
     """Runs last: kills the session's metastore JVM and brings it back on the same port."""
-    from sqlext.sql.metastore_resolver import run_hive_sync
-
     spark.sql(f"CREATE TABLE {db}.k (id INT, v STRING, dt STRING) USING hudi PARTITIONED BY (dt) "
               "TBLPROPERTIES (primaryKey = 'id')")
     spark.sql(f"INSERT INTO {db}.k VALUES (1, 'x', 'p1')")
@@ -377,8 +375,9 @@ def test_killed_metastore_commit_succeeds_sync_reported_and_repaired(spark, hms,
     finally:
         hms.embedded.start()  # no-op when running; never leave the session without its metastore
     assert partition_values(client, db, "k") == ["p1"], "the metastore missed the commit"
-    report = run_hive_sync(hms.resolver, f"{db}.k")  # what CALL hive_sync(table => ...) runs
-    assert report.ok and partition_values(client, db, "k") == ["p1", "p2"]
+    rows = spark.sql(f"CALL hive_sync(table => '{db}.k')").collect()
+    assert [(r.result, r.synced_table) for r in rows] == [(True, f"{db}.k")]
+    assert partition_values(client, db, "k") == ["p1", "p2"]
     assert client.get_table(db, "k").parameters["last_commit_time_sync"] == instants(path)[-1]
     assert not any(r.base_path == path for r in hive_sync.sync_failures())
     # Spark's own Hive client reconnects to the restarted metastore too
