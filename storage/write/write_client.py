@@ -213,7 +213,11 @@ class HoodieWriteClient:
         self.is_mor = settings.table_type == "MERGE_ON_READ"
         self._validate_input(df, settings, op)
         target_schema = self._target_schema(df, settings, op)
-        records = self._prepare(df, settings, op, target_schema).persist(StorageLevel.MEMORY_AND_DISK)
+        records = self._prepare(df, settings, op, target_schema)
+        if op.uses_index or self._combine(op):
+            # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
+            # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan.
+            records = records.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             return self._write_prepared(records, settings, op, target_schema)
         finally:
@@ -289,10 +293,10 @@ class HoodieWriteClient:
         meta = self.meta_client
         rollback_failed_writes(meta)
         fs_view = FileSystemView(meta)
-        # the index join feeds both the workload profile and the write tasks: computed once
         partitions = sorted(counts)
         tagged = self._tag(records, settings, op, fs_view, partitions, sum(counts.values()))
-        tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
+        if op.uses_index:  # the index join feeds both the workload profile and the write tasks: computed once
+            tagged = tagged.persist(StorageLevel.MEMORY_AND_DISK)
         try:
             profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
                                                        WriteOperationType.INSERT) else None
