@@ -47,6 +47,10 @@ _SCAN_CHUNK = 1 << 20
 DATA_BLOCK_MAX_SIZE: ConfigProperty[int] = ConfigProperty(
     "hoodie.logfile.data.block.max.size", 256 * 1024 * 1024, int,
     doc="Largest data block content in bytes; a larger avro data block is split into several blocks.")
+DATA_BLOCK_FORMAT: ConfigProperty[str] = ConfigProperty(
+    "hoodie.logfile.data.block.format", "avro", str,
+    doc="Format of the data blocks a merge-on-read write appends: avro (AVRO_DATA_BLOCK) or parquet "
+        "(PARQUET_DATA_BLOCK, encoded by Arrow: much cheaper to write for wide batches).")
 LOG_FILE_MAX_SIZE: ConfigProperty[int] = ConfigProperty(
     "hoodie.logfile.max.size", 1024 * 1024 * 1024, int,
     doc="Size in bytes at which the writer of a file slice rolls over to the next log file version.")

@@ -71,6 +71,7 @@ class WriteTaskContext:
     data_block_max_size: int = 256 * 1024 * 1024
     record_key_fields: tuple[str, ...] = ()  # tables without meta fields: keys of stored rows come from these
     complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
+    data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
 
     @property
     def schema(self) -> pa.Schema:
@@ -239,7 +240,7 @@ def write_bucket_udf(ctx: WriteTaskContext):
 def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget, started: float) -> HoodieWriteStat:
     """Merge-on-read append handle: the bucket's upserts as Avro data blocks and its deletes as a delete block,
     in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
-    from storage.file_group.log_block import AvroDataBlock, DeleteBlock, DeleteRecord
+    from storage.file_group.log_block import AvroDataBlock, DeleteBlock, DeleteRecord, ParquetDataBlock
     from storage.file_group.log_format import HoodieLogFormatWriter
     from storage.fs_utils import make_log_file_name
 
@@ -261,7 +262,10 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     create_marker(storage, ctx.marker_dir, target.partition_path, log_name, IOType.APPEND)
     path = join_path(ctx.base_path, target.partition_path, log_name)
     blocks = []
-    if rows.num_rows:
+    if rows.num_rows and ctx.data_block_format == "parquet":
+        blocks.append(ParquetDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time,
+                                                  compression=ctx.compression))
+    elif rows.num_rows:
         blocks.append(AvroDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time))
     if deletes.num_rows:
         ordering = deletes.column(ctx.ordering_field) if ctx.ordering_field in deletes.column_names else None

@@ -22,7 +22,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from storage.config import HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.avro.schema_converter import arrow_to_avro_schema
-from storage.file_group.log_format import DATA_BLOCK_MAX_SIZE
+from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE
 from storage.index import create_index
 from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY, with_meta_columns
@@ -185,6 +185,13 @@ def init_table(base_path: str, options: dict[str, str], data_schema: pa.Schema,
     if extra_props:
         config = config.with_updates({k: v for k, v in extra_props.items() if k not in config.props})
     return HoodieTableMetaClient.init_table(base_path, config)
+
+
+def _data_block_format(value: str) -> str:
+    fmt = str(value).strip().lower()
+    if fmt not in ("avro", "parquet"):
+        raise HoodieWriteError(f"unsupported hoodie.logfile.data.block.format {value!r}: use avro or parquet")
+    return fmt
 
 
 def _payload_name(config: HoodieConfig, table: HoodieTableConfig | None) -> str:
@@ -495,6 +502,7 @@ class HoodieWriteClient:
             avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),
                                         separators=(",", ":")) if is_mor else None,
             data_block_max_size=int(c.get(DATA_BLOCK_MAX_SIZE)),
+            data_block_format=_data_block_format(c.get(DATA_BLOCK_FORMAT)),
             record_key_fields=tuple(settings.record_keys),
             complex_keys=settings.keygen.keygen_type == "COMPLEX",
         )

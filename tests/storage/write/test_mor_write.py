@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows
+from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
 from storage.file_group.log_block import HoodieLogBlockType
 from storage.file_group.log_format import read_log_blocks
 from storage.table.meta_client import HoodieTableMetaClient
@@ -140,3 +140,22 @@ def test_schedule_inline_num_commits(spark, tmp_path):
     _write(spark, path, [(1, "b", 1.0, 2, "d")], opts)  # second deltacommit: a log exists, plan scheduled
     shown = show_compaction(str(path))
     assert len(shown) == 1 and shown[0]["state"] == "REQUESTED" and shown[0]["operation_size"] == 1
+
+
+def test_parquet_data_blocks(spark, tmp_path):
+    """hoodie.logfile.data.block.format=parquet: updates go to PARQUET_DATA_BLOCKs, which hudi-rs and our reader
+    merge exactly like Avro blocks."""
+    path = tmp_path / "pq"
+    opts = {**_opts("pq"), "hoodie.logfile.data.block.format": "parquet"}
+    state: dict = {}
+    for batch in ([(i, f"n{i}", float(i), 1, f"2024-01-0{1 + i % 2}") for i in range(8)],
+                  [(i, f"u{i}", 2.0 * i, 2, f"2024-01-0{1 + i % 2}") for i in (1, 2, 5)]):
+        _write(spark, path, batch, opts)
+        apply_batch(state, batch)
+    _check(path, state)
+    assert spark_rows(spark.read.format("hudi").load(str(path)), COLS) == rows(
+        [dict(zip(COLS, r)) for r in state.values()], COLS)
+    kinds = {b.block_type for lf in glob.glob(f"{path}/**/.*.log.*", recursive=True) for b in read_log_blocks(lf)}
+    assert kinds == {HoodieLogBlockType.PARQUET_DATA_BLOCK}
+    with pytest.raises(Exception, match="unsupported hoodie.logfile.data.block.format"):
+        _write(spark, path, [(1, "x", 1.0, 3, "2024-01-02")], {**opts, "hoodie.logfile.data.block.format": "orc"})
