@@ -269,6 +269,8 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         blocks.append(AvroDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time))
     if deletes.num_rows:
         ordering = deletes.column(ctx.ordering_field) if ctx.ordering_field in deletes.column_names else None
+        if ordering is not None:
+            ordering = _natural_order_for_delete_operation(deletes, ordering)
         keys = deletes.column(RECORD_KEY).to_pylist()
         values = ordering.to_pylist() if ordering is not None else [None] * len(keys)
         otype = ordering.type if ordering is not None else None
@@ -300,6 +302,17 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         baseFile=base_name,
         logFiles=[log_name],
     )
+
+
+def _natural_order_for_delete_operation(deletes: pa.Table, ordering: pa.ChunkedArray) -> pa.Array:
+    """Ordering values of delete records: a delete *operation* (SQL DELETE, `operation=delete`) is in natural
+    order, written as 0 of the ordering field's type (null for non-numeric fields) exactly as Java Hudi writes
+    it, so it removes the record whatever its ordering value; a soft delete (`_hoodie_is_deleted`) inside an
+    upsert keeps the record's own value."""
+    ordering = ordering.combine_chunks()
+    t = ordering.type
+    natural = pa.scalar(0).cast(t) if (pa.types.is_integer(t) or pa.types.is_floating(t)) else pa.scalar(None, t)
+    return pc.if_else(pc.equal(deletes.column(OP_COLUMN).combine_chunks(), OP_DELETE), natural, ordering)
 
 
 def storage_size(path: str) -> int:

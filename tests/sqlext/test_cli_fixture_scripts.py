@@ -1,0 +1,57 @@
+"""The fixture scripts through the CLI, as a user would run them: every `.sql` Java Hudi ran, concatenated into one
+file (each in a database of its own, with the session time zone Java ran it in) and run by `sqlext sql -f` into a
+new warehouse. Each table equals the one Java Hudi wrote (hudi-rs reads both)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from fixture_tables import FIXTURE_DIR
+from hudi_oracle import arrow_rows, hudi_rs_read
+from test_cli import SPARK_CONF, sqlext
+from test_fixture_scripts import _JAVA_INSTANT_BOUND, _LOCATION, _SESSION_TIME_ZONE, _data_columns, _table_name
+
+SCRIPTS = sorted(p.stem for p in FIXTURE_DIR.glob("*.sql"))
+
+
+@pytest.mark.skipif(not SCRIPTS, reason=f"no fixture scripts under {FIXTURE_DIR}")
+def test_all_fixture_scripts_through_sqlext_sql_file(tmp_path, fixture_table):
+    # the script whose CALL names an instant of Java's own run fails by design: it goes last
+    ordered = sorted(SCRIPTS, key=lambda n: n in _JAVA_INSTANT_BOUND)
+    parts, tables = [], {}
+    for i, name in enumerate(ordered):
+        script = (FIXTURE_DIR / f"{name}.sql").read_text()
+        location = _LOCATION.search(script)
+        if location:
+            shutil.rmtree(location.group(1), ignore_errors=True)
+        db = f"fx{i}"
+        tables[name] = (db, _table_name(script), location.group(1) if location else None)
+        parts.append(f"SET spark.sql.session.timeZone={_SESSION_TIME_ZONE.get(name, 'UTC')};\n"
+                     f"CREATE DATABASE {db};\nUSE {db};\n{script.rstrip().rstrip(';')};\n")
+    sql_file = tmp_path / "all_fixtures.sql"
+    sql_file.write_text("\n".join(parts))
+    warehouse = tmp_path / "warehouse"
+    try:
+        done = sqlext("sql", "-f", str(sql_file), "--metastore", "none", "--warehouse", str(warehouse),
+                      "--output", "csv", *SPARK_CONF, timeout=600)
+        bound = [n for n in ordered if n in _JAVA_INSTANT_BOUND]
+        if bound:
+            assert done.returncode == 1 and _JAVA_INSTANT_BOUND[bound[0]] in done.stderr, done.stderr[-2000:]
+        else:
+            assert done.returncode == 0, done.stderr[-2000:]
+        for name, (db, table, location) in tables.items():
+            if name in _JAVA_INSTANT_BOUND:
+                continue
+            found = [p.parent for p in warehouse.glob(f"{db}*/{table}/.hoodie")]
+            assert len(found) == 1, f"{name}: table {db}.{table} not found under {warehouse}"
+            java_table = str(fixture_table(name))
+            expected = hudi_rs_read(java_table)
+            columns = _data_columns(java_table)
+            got = hudi_rs_read(str(found[0]))
+            assert (arrow_rows(got, columns) if got.num_rows else []) == \
+                (arrow_rows(expected, columns) if expected.num_rows else []), name
+    finally:
+        for _, _, location in tables.values():
+            if location:
+                shutil.rmtree(location, ignore_errors=True)
