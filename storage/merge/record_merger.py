@@ -24,10 +24,10 @@ import enum
 import logging
 from typing import Mapping
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.arrow_util import constant_array, row_numbers
 from storage.meta_fields import IS_DELETED, RECORD_KEY
 
 log = logging.getLogger(__name__)
@@ -114,17 +114,9 @@ def merge_records(records: pa.Table, deletes: pa.Table | None, mode: RecordMerge
     return records.take(pc.take(chosen, pc.array_sort_indices(chosen)))
 
 
-def _arange(n: int) -> pa.Array:
-    return pa.array(np.arange(n, dtype=np.int64))
-
-
-def _constant(n: int, value: bool) -> pa.Array:
-    return pa.array(np.full(n, value, dtype=bool))
-
-
 def _winners(records: pa.Table, mode: RecordMergeMode, ordering_field: str | None, key_column: str) -> pa.Array:
     """Row index of the winning version of each key (and of every row with a null key)."""
-    columns = {"k": records[key_column], "s": records[WRITE_SEQ], "i": _arange(records.num_rows)}
+    columns = {"k": records[key_column], "s": records[WRITE_SEQ], "i": row_numbers(records.num_rows)}
     sort_keys = [("k", "ascending", "at_end")]
     if mode == RecordMergeMode.EVENT_TIME_ORDERING:
         columns["o"] = records[ordering_field]
@@ -154,14 +146,14 @@ def _first_of_runs(sorted_keys: pa.Array) -> pa.Array:
 def _survivors(records: pa.Table, winners: pa.Array, deletes: pa.Table | None, mode: RecordMergeMode,
                ordering_field: str | None, key_column: str) -> pa.Array:
     """For each winner: False when a delete removes its key."""
-    keep = _constant(len(winners), True)
+    keep = constant_array(True, len(winners), pa.bool_())
     if IS_DELETED in records.column_names:
         flagged = pc.fill_null(pc.cast(_flat(pc.take(records[IS_DELETED], winners)), pa.bool_()), False)
         keep = pc.and_(keep, pc.invert(flagged))
     if deletes is None or deletes.num_rows == 0:
         return keep
     frame = pa.table({"k": _flat(pc.take(records[key_column], winners)),
-                      "s": _flat(pc.take(records[WRITE_SEQ], winners)), "pos": _arange(len(winners))})
+                      "s": _flat(pc.take(records[WRITE_SEQ], winners)), "pos": row_numbers(len(winners))})
     if mode == RecordMergeMode.COMMIT_TIME_ORDERING:
         removed = _later_delete(frame, deletes)
     else:
@@ -181,7 +173,7 @@ def _event_time_delete(frame: pa.Table, deletes: pa.Table) -> pa.Array:
     ordering = _ordering_values(deletes[DELETE_ORDERING], frame["o"].type)
     natural = _is_natural_order(ordering)
     deletes = pa.table({DELETE_KEY: deletes[DELETE_KEY], DELETE_ORDERING: ordering, WRITE_SEQ: deletes[WRITE_SEQ]})
-    removed = _constant(frame.num_rows, False)
+    removed = constant_array(False, frame.num_rows, pa.bool_())
     natural_deletes = deletes.filter(natural)
     if natural_deletes.num_rows:
         removed = pc.or_(removed, _later_delete(frame, natural_deletes))

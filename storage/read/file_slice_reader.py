@@ -145,8 +145,11 @@ def _merge_schema(out_schema: pa.Schema, file_slice: FileSlice,
     """The output columns plus what the merge needs: the ordering field and, without meta fields, a key."""
     schema = out_schema
     ordering = ctx.ordering_field
+    needs_base = (ordering and ordering not in schema.names) or not ctx.populate_meta_fields
+    # the base file's footer, read only when the merge needs a column the read schema lacks
+    base_schema = pq.read_schema(file_slice.base_file.path) if needs_base and file_slice.base_file else None
     if ordering and ordering not in schema.names:
-        found = _field_type_in_base(file_slice, ordering)
+        found = _field_type(base_schema, ordering)
         if found is None:
             log.warning("ordering field %r is neither in the read schema nor in the base file of %s; merging by "
                         "commit time", ordering, file_slice.file_id)
@@ -156,17 +159,14 @@ def _merge_schema(out_schema: pa.Schema, file_slice: FileSlice,
     if not ctx.populate_meta_fields:
         for f in ctx.record_key_fields:
             if f not in schema.names:
-                found = _field_type_in_base(file_slice, f) or pa.string()
+                found = _field_type(base_schema, f) or pa.string()
                 schema = schema.append(pa.field(f, found))
         schema = schema.append(pa.field(MERGE_KEY, pa.string()))
     return schema, ordering
 
 
-def _field_type_in_base(file_slice: FileSlice, name: str) -> pa.DataType | None:
-    if file_slice.base_file is None:
-        return None
-    file_schema = pq.read_schema(file_slice.base_file.path)
-    return file_schema.field(name).type if name in file_schema.names else None
+def _field_type(file_schema: pa.Schema | None, name: str) -> pa.DataType | None:
+    return file_schema.field(name).type if file_schema is not None and name in file_schema.names else None
 
 
 def _key_filler(ctx: FileSliceReadContext):

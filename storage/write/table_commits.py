@@ -29,10 +29,8 @@ def _fire_callbacks(meta: HoodieTableMetaClient, instant_time: str, action: str,
     from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 
     options = {k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")}
-    failures = fire_commit_callbacks(CommitEvent(meta.base_path, meta.table_config.name, instant_time, action,
-                                                 operation, options))
-    for name, exc in failures:
-        log.warning("commit callback %s failed after %s %s: %s", name, operation, instant_time, exc)
+    # a failing callback is logged there and never undoes the commit
+    fire_commit_callbacks(CommitEvent(meta.base_path, meta.table_config.name, instant_time, action, operation, options))
 
 
 def commit_schema_change(meta: HoodieTableMetaClient, schema: pa.Schema) -> str:

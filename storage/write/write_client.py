@@ -168,11 +168,14 @@ def _new_table_config(settings: TableSettings, config: HoodieConfig, avro_schema
 
 def new_table_config(options: dict[str, str], data_schema: pa.Schema) -> HoodieTableConfig:
     """The hoodie.properties a first write with `options` and `data_schema` would create."""
+    config = HoodieConfig.of(options)
+    # the schema a write would record (byte/short -> int, UTC timestamps)
+    return _table_config_for(_resolve_settings(config, None), config, reconcile(None, data_schema))
+
+
+def _table_config_for(settings: TableSettings, config: HoodieConfig, schema: pa.Schema) -> HoodieTableConfig:
     from storage.avro.schema_converter import arrow_to_create_schema
 
-    config = HoodieConfig.of(options)
-    settings = _resolve_settings(config, None)
-    schema = reconcile(None, data_schema)  # the schema a write would record (byte/short -> int, UTC timestamps)
     avro = json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":"))
     return _new_table_config(settings, config, avro)
 
@@ -313,10 +316,7 @@ class HoodieWriteClient:
             tagged.unpersist()
 
     def _init_table(self, settings: TableSettings, schema: pa.Schema) -> HoodieTableMetaClient:
-        from storage.avro.schema_converter import arrow_to_create_schema
-
-        avro = json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":"))
-        return HoodieTableMetaClient.init_table(self.base_path, _new_table_config(settings, self.config, avro))
+        return HoodieTableMetaClient.init_table(self.base_path, _table_config_for(settings, self.config, schema))
 
     def _tag(self, records: DataFrame, settings: TableSettings, op: WriteOperationType, fs_view: FileSystemView,
              partitions: list[str], num_records: int) -> DataFrame:

@@ -15,10 +15,8 @@ _OPS = {"schedule": (True, False), "run": (False, True), "execute": (False, True
 
 
 def _service(call):
-    try:
-        from storage.table_service import compaction
-    except ImportError as exc:
-        raise call.error(f"compaction is not available: {exc}") from exc
+    from storage.table_service import compaction
+
     return compaction
 
 
