@@ -93,6 +93,7 @@ class WriteConfigKeys:
     COMBINE_BEFORE_DELETE = _prop("hoodie.combine.before.delete", True, parse_bool)
     INDEX_TYPE = _prop("hoodie.index.type", "SIMPLE", str)
     SIMPLE_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.simple.index.update.partition.path", True, parse_bool)
+    ALLOW_EMPTY_COMMIT = _prop("hoodie.allow.empty.commit", True, parse_bool)
     PARQUET_SMALL_FILE_LIMIT = _prop("hoodie.parquet.small.file.limit", 104857600, int)
     PARQUET_MAX_FILE_SIZE = _prop("hoodie.parquet.max.file.size", 125829120, int)
     PARQUET_COMPRESSION_CODEC = _prop("hoodie.parquet.compression.codec", "snappy", str)

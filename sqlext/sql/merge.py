@@ -10,7 +10,9 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sqlext.sql.assign import check_assignment, check_boolean, expression_types, parse_assignments
-from sqlext.sql.changes import CARD, DELETE, INSERT, KIND, ROWID, UPDATE, apply_changes, old_col
+from sqlext.sql.changes import CARD, DELETE, INSERT, KIND, ROWID, SQL_DML_PAYLOAD, UPDATE, apply_changes, old_col
+from sqlext.sql.key_merge import key_equalities, plan_key_merge, run_key_merge, same_sql
+from sqlext.sql.result import DmlCounts
 from sqlext.sql.scope import Scope, check_columns
 from sqlext.sql.table import HudiTable
 
@@ -61,6 +63,10 @@ def plan(ctx, node: exp.Merge) -> DataFrame:
     src = sides.source.withColumn(S_FLAG, F.lit(True)).alias(sides.s_alias)
     on_sql = ctx.expr_sql(on)
     check_boolean(ctx, expression_types(ctx, tgt.crossJoin(src), [(on_sql, on)])[0], on, "the ON condition")
+    opts = sides.table.write_options(ctx.spark)
+    counts = _key_merge(ctx, node, on, clauses, sides, opts)
+    if counts is not None:
+        return counts.to_frame(ctx.spark)
     groups = {c.group for c in clauses}
     how = {(True, True): "full", (True, False): "left", (False, True): "right", (False, False): "inner"}[
         (BY_SOURCE in groups, NOT_MATCHED in groups)]
@@ -70,7 +76,6 @@ def plan(ctx, node: exp.Merge) -> DataFrame:
         tgt = tgt.join(src, F.expr(on_sql), "left_semi").alias(sides.t_alias)
     joined = tgt.join(src, F.expr(on_sql), how)
     changes = _changes(ctx, joined, sides, clauses)
-    opts = sides.table.write_options(ctx.spark)
     counts = apply_changes(ctx, sides.table, changes, node, "MERGE",
                            inserts_are_new=_inserts_are_new(on, clauses, sides, opts))
     return counts.to_frame(ctx.spark)
@@ -85,44 +90,39 @@ def _inserts_are_new(on: exp.Expression, clauses: list[Clause], sides: MergeSide
     allowed = {k.lower() for k in table.record_keys}
     if not table.is_global_index(opts):
         allowed |= {p.lower() for p in table.partition_fields}
-    sources: dict[str, str] = {}
-    for conjunct in (on.flatten() if isinstance(on, exp.And) else [on]):
-        pair = _target_equality(conjunct, sides, allowed)
-        if pair is None:
-            return False
-        sources[pair[0]] = pair[1]
-    if not {k.lower() for k in table.record_keys} <= set(sources):
+    pairs = key_equalities(on, sides.t_alias, sides.s_alias, allowed)
+    if pairs is None or not {k.lower() for k in table.record_keys} <= set(pairs):
         return False
     for clause in clauses:
         if clause.kind != INSERT:
             continue
         assigned = {c.lower(): v for c, v in clause.assignments.items()}
-        if any(_same_sql(assigned.get(col)) != expr for col, expr in sources.items()):
+        if any(same_sql(assigned.get(col)) != same_sql(expr) for col, expr in pairs.items()):
             return False
     return True
 
 
-def _target_equality(node: exp.Expression, sides: MergeSides, allowed: set[str]) -> tuple[str, str] | None:
-    """(target column, source expression SQL) for `t.col = <source-only expression>`, else None."""
-    if not isinstance(node, exp.EQ):
+def _key_merge(ctx, node: exp.Merge, on: exp.Expression, clauses: list[Clause], sides: MergeSides,
+               opts: dict) -> DmlCounts | None:
+    """Counts of the MERGE run as one upsert or delete by record key (`key_merge`), or None when the
+    statement needs the general plan."""
+    if any(c.condition is not None or c.group == BY_SOURCE for c in clauses):
         return None
-    for t_side, s_side in ((node.this, node.expression), (node.expression, node.this)):
-        if (isinstance(t_side, exp.Column) and t_side.table.lower() == sides.t_alias.lower()
-                and t_side.name.lower() in allowed
-                and all(c.table and c.table.lower() == sides.s_alias.lower() for c in s_side.find_all(exp.Column))):
-            return t_side.name.lower(), _same_sql(s_side)
-    return None
-
-
-def _same_sql(node: exp.Expression | None) -> str | None:
-    """Canonical SQL of an expression for comparing two spellings (quoting and case of names ignored)."""
-    if node is None:
+    shape = {(c.group, c.kind): c for c in clauses}
+    if len(shape) != len(clauses):
         return None
-    copy = node.copy()
-    for ident in copy.find_all(exp.Identifier):
-        ident.set("quoted", False)
-        ident.set("this", ident.name.lower())
-    return copy.sql(dialect="spark")
+    if set(shape) == {(MATCHED, DELETE)}:
+        plan_ = plan_key_merge(sides.table, sides.t_alias, sides.s_alias, on, opts, delete=True)
+    elif set(shape) == {(MATCHED, UPDATE), (NOT_MATCHED, INSERT)}:
+        plan_ = plan_key_merge(sides.table, sides.t_alias, sides.s_alias, on, opts,
+                               update=shape[(MATCHED, UPDATE)].assignments,
+                               insert=shape[(NOT_MATCHED, INSERT)].assignments)
+    else:
+        return None
+    if plan_ is None:
+        return None
+    write_opts = sides.table.write_options(ctx.spark, {"hoodie.datasource.write.payload.class": SQL_DML_PAYLOAD})
+    return run_key_merge(ctx, sides.table, sides.source, sides.s_alias, plan_, node, write_opts)
 
 
 # -- the two sides ---------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ class BucketInfo:
 class WorkloadProfile:
     updates: dict[tuple[str, str], int] = field(default_factory=dict)  # (partition, file id) -> count
     inserts: dict[str, int] = field(default_factory=dict)  # partition -> count
+    written: int = 0  # records written (not deleted); more than the batch when a key was found twice
 
     @property
     def partitions(self) -> list[str]:

@@ -70,6 +70,7 @@ log = logging.getLogger(__name__)
 
 UNIFORM = "_hoodie_u"
 _INPUT_ORDER = "_hoodie_input_order"
+_KEY_COUNT = "_hoodie_key_count"
 _CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer after data files exist
 
 
@@ -78,6 +79,15 @@ _BROADCAST_MAX_RECORDS = 1_000_000  # incoming keys broadcast to the index looku
 
 class HoodieWriteError(ValueError):
     """A write was rejected; the table is unchanged."""
+
+
+class DuplicateKeyError(HoodieWriteError):
+    """A write that required unique keys (`require_unique_keys`) met a record key twice in its batch, or a key
+    stored in more than one place; raised before anything is written."""
+
+    def __init__(self, message: str, record_key: str | None = None, count: int = 0):
+        super().__init__(message)
+        self.record_key, self.count = record_key, count
 
 
 @dataclass
@@ -211,10 +221,16 @@ class HoodieWriteClient:
         self.config = HoodieConfig.of(options)
         self.meta_client = HoodieTableMetaClient.load(self.base_path) if HoodieTableMetaClient.exists(self.base_path) else None
         self.callback_failures: list[tuple[str, Exception]] = []
+        self.require_unique_keys = False
 
     # -- entry point -----------------------------------------------------------------------------
-    def write(self, df: DataFrame, operation: str | None = None) -> HoodieCommitMetadata | None:
+    def write(self, df: DataFrame, operation: str | None = None,
+              require_unique_keys: bool = False) -> HoodieCommitMetadata | None:
+        """`require_unique_keys`: instead of combining records that share a key, reject the batch (raise
+        `DuplicateKeyError` before anything is written); an upsert through a global index also rejects a key
+        that is stored in more than one partition. SQL MERGE relies on it to run as a plain upsert."""
         op = WriteOperationType.parse(operation or self.config.get(WK.OPERATION))
+        self.require_unique_keys = require_unique_keys
         table_cfg = self.meta_client.table_config if self.meta_client else None
         try:
             settings = _resolve_settings(self.config, table_cfg)
@@ -269,7 +285,7 @@ class HoodieWriteClient:
             settings.keygen.partition_path().alias(PARTITION_PATH),
             is_delete.alias(OP_COLUMN),
         )
-        if self._combine(op):
+        if self._combine(op) or self.require_unique_keys:
             keyed = self._dedup(keyed, settings)
         return keyed
 
@@ -289,15 +305,16 @@ class HoodieWriteClient:
         if settings.precombine:
             order.insert(0, F.col(f"`{settings.precombine}`"))
         row = F.struct(*[F.col(f"`{c}`") for c in keyed.columns if c != _INPUT_ORDER])
-        return keyed.groupBy(*group).agg(F.max_by(row, F.struct(*order)).alias("_r")).select("_r.*")
+        aggs = [F.max_by(row, F.struct(*order)).alias("_r")]
+        if self.require_unique_keys:  # counted in the same aggregation, checked by the first job over the batch
+            aggs.append(F.count(F.lit(1)).alias(_KEY_COUNT))
+        return keyed.groupBy(*group).agg(*aggs).select("_r.*", *([_KEY_COUNT] if self.require_unique_keys else []))
 
     # -- phase 1: tag, profile, bucket, write ----------------------------------------------------
     def _write_prepared(self, records: DataFrame, settings: TableSettings, op: WriteOperationType,
                         schema: pa.Schema) -> HoodieCommitMetadata | None:
-        try:
-            counts = {r[0]: r[1] for r in records.groupBy(PARTITION_PATH).count().collect()}
-        except Exception as exc:  # a key expression failed inside Spark: report it plainly
-            raise _plain_error(exc) from None
+        counts = self._partition_counts(records)
+        records = records.drop(_KEY_COUNT)
         if self.meta_client is None:
             self.meta_client = self._init_table(settings, schema)
         meta = self.meta_client
@@ -310,10 +327,33 @@ class HoodieWriteClient:
         try:
             profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
                                                        WriteOperationType.INSERT) else None
+            if self.require_unique_keys and op is WriteOperationType.UPSERT and profile.written > sum(counts.values()):
+                raise DuplicateKeyError("a record key of the batch is stored in more than one partition: the index "
+                                        "lookup matched it more than once")
             plan = self._plan(op, tagged, profile, fs_view, counts)
+            if len(plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
+                log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)
+                return None
             return self._execute(tagged, settings, op, schema, plan, fs_view, partitions)
         finally:
             tagged.unpersist()
+
+    def _partition_counts(self, records: DataFrame) -> dict[str, int]:
+        """Records per partition path (the first Spark job over the prepared batch); with
+        `require_unique_keys` the same job finds the most repeated key."""
+        unique = _KEY_COUNT in records.columns
+        aggs = [F.count(F.lit(1))]
+        if unique:
+            aggs += [F.max(_KEY_COUNT), F.max_by(RECORD_KEY, _KEY_COUNT)]
+        try:
+            rows = records.groupBy(PARTITION_PATH).agg(*aggs).collect()
+        except Exception as exc:  # a key expression failed inside Spark: report it plainly
+            raise _plain_error(exc) from None
+        if unique and rows:
+            _, _, most, key = max(rows, key=lambda r: r[2])
+            if most > 1:
+                raise DuplicateKeyError(f"record key '{key}' occurs {most} times in the batch", key, most)
+        return {r[0]: r[1] for r in rows}
 
     def _init_table(self, settings: TableSettings, schema: pa.Schema) -> HoodieTableMetaClient:
         return HoodieTableMetaClient.init_table(self.base_path, _table_config_for(settings, self.config, schema))
@@ -363,13 +403,15 @@ class HoodieWriteClient:
 
     @staticmethod
     def _profile(tagged: DataFrame) -> WorkloadProfile:
-        rows = tagged.groupBy(PARTITION_PATH, LOC_FILE_ID).count().collect()
+        rows = tagged.groupBy(PARTITION_PATH, LOC_FILE_ID, OP_COLUMN).count().collect()
         profile = WorkloadProfile()
-        for partition, file_id, count in rows:
+        for partition, file_id, op, count in rows:
             if file_id is None:
                 profile.inserts[partition] = profile.inserts.get(partition, 0) + count
             else:
-                profile.updates[(partition, file_id)] = count
+                profile.updates[(partition, file_id)] = profile.updates.get((partition, file_id), 0) + count
+            if op == OP_WRITE:
+                profile.written += count
         return profile
 
     def _sizing(self) -> SizingConfig:
@@ -604,8 +646,9 @@ def _plain_error(exc: Exception) -> Exception:
 
 
 def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options: dict[str, str],
-                    mode: str = "append") -> HoodieCommitMetadata | None:
-    """`df.write.format("hudi").options(...).mode(mode).save(base_path)`."""
+                    mode: str = "append", require_unique_keys: bool = False) -> HoodieCommitMetadata | None:
+    """`df.write.format("hudi").options(...).mode(mode).save(base_path)`; `require_unique_keys` as in
+    `HoodieWriteClient.write`."""
     mode = (mode or "append").lower()
     exists = HoodieTableMetaClient.exists(base_path)
     if exists and mode in ("error", "errorifexists", "default"):
@@ -615,4 +658,4 @@ def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options:
     operation = None
     if mode == "overwrite" and exists:
         operation = WriteOperationType.INSERT_OVERWRITE_TABLE.value
-    return HoodieWriteClient(spark, base_path, options).write(df, operation)
+    return HoodieWriteClient(spark, base_path, options).write(df, operation, require_unique_keys)

@@ -110,3 +110,89 @@ def test_merge_with_set_star_and_subquery_source_of_another_hudi_table(hudi_sql,
     assert (result.num_updated_rows, result.num_inserted_rows) == (2, 0)
     got = {r.id: (r.name, r.ts) for r in hudi_sql.sql("SELECT id, name, ts FROM t WHERE id <= 3").collect()}
     assert got == {1: ("a!", 7), 2: ("b!", 7), 3: ("c", 1)}
+
+
+# -- MERGE by record key: run as one upsert / delete (sqlext/sql/key_merge.py), same results as DuckDB ---------
+STAR = "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+COLS_SRC = "(SELECT id, name, price, ts, dt FROM src)"
+KEY_CASES = {
+    # id 1 updated in place, id 3 moves p2 -> p1, id 6 inserted, id 2 re-inserted after its delete
+    "upsert_moves_partition": ("DELETE FROM t WHERE id = 2",
+                               [(1, "a1", 5.0, 2, "p1", "x"), (3, "c1", 3.0, 2, "p1", "x"), (6, "f1", 6.0, 2, "p3", "x"),
+                                (2, "b2", 2.0, 2, "p2", "x")],
+                               f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", True),
+    # with the partition in ON, id 3 in p1 is another record than id 3 in p2
+    "upsert_per_partition": ("UPDATE t SET price = price + 1 WHERE id = 4",
+                             [(3, "c1", 3.0, 2, "p1", "x"), (4, "d1", 4.0, 2, "p2", "x")],
+                             f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id AND s.dt = t.dt {STAR}", True),
+    "delete_by_key": ("UPDATE t SET price = price + 1 WHERE id = 4",
+                      [(4, "", 0.0, 0, "", ""), (5, "", 0.0, 0, "p1", ""), (9, "", 0.0, 0, "p1", "")],
+                      "MERGE INTO t USING src s ON t.id = s.id WHEN MATCHED THEN DELETE", True),
+    # two new rows with one key in two partitions: distinct records of a per-partition table (general plan)
+    "duplicate_new_keys": (None, [(8, "h1", 8.0, 2, "p1", "x"), (8, "h2", 8.0, 2, "p2", "x")],
+                           f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", False),
+}
+
+
+def _make_table(sql, name: str, table_type: str, prelude: str | None) -> None:
+    from conftest import SEED_DDL
+
+    ddl = SEED_DDL.format(name=name).replace("preCombineField = 'ts'", f"preCombineField = 'ts', type = '{table_type}'")
+    sql.sql(ddl + "; INSERT INTO " + name + " VALUES " + values_sql(SEED_ROWS))
+    if prelude:
+        sql.sql(prelude.replace(" t ", f" {name} "))
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+@pytest.mark.parametrize("case", sorted(KEY_CASES))
+def test_merge_by_record_key_same_as_duckdb(hudi_sql, warehouse, caplog, table_type, case):
+    prelude, source, statement, by_key = KEY_CASES[case]
+    _make_table(hudi_sql, "t", table_type, prelude)
+    con_statement = statement if prelude is None else prelude + "; " + statement
+    want_rows, want_affected = _duck_script(con_statement, source)
+    with caplog.at_level("INFO", logger="sqlext.sql.key_merge"):
+        got_rows, got_affected = _ours(hudi_sql, statement, source)
+    assert got_rows == want_rows
+    assert got_affected == want_affected
+    assert any("by record key" in r.getMessage() for r in caplog.records) == (
+        by_key and not (table_type == "mor" and case == "upsert_moves_partition"))  # log deletes: general plan
+    paths = {(r.id, r._hoodie_partition_path) for r in hudi_sql.sql("SELECT id, _hoodie_partition_path FROM t").collect()}
+    assert paths == {(r[0], f"dt={r[4]}") for r in got_rows}
+    theirs = arrow_rows(hudi_rs_read(str(warehouse / "t")), list(COLUMNS))
+    assert theirs == rows([dict(zip(COLUMNS, r)) for r in got_rows], list(COLUMNS))
+
+
+def _duck_script(script: str, source) -> tuple[list[tuple], int]:
+    *before, last = [s for s in script.split("; ") if s.strip()]
+    con = duckdb.connect()
+    con.execute("CREATE TABLE t (id INT, name VARCHAR, price DOUBLE, ts BIGINT, dt VARCHAR)")
+    con.execute("INSERT INTO t VALUES " + values_sql(SEED_ROWS))
+    con.execute(f"CREATE TABLE src ({SRC_DUCK})")
+    con.execute("INSERT INTO src VALUES " + values_sql(source))
+    for statement in before:
+        con.execute(statement)
+    result = con.execute(last).fetchall()
+    final = con.execute("SELECT " + ", ".join(COLUMNS) + " FROM t").fetchall()
+    return sorted(final, key=repr), (result[0][0] if result else 0)
+
+
+@pytest.mark.parametrize("table_type", ["cow", "mor"])
+def test_merge_by_record_key_cardinality_violation_writes_nothing(hudi_sql, warehouse, table_type):
+    _make_table(hudi_sql, "t", table_type, None)
+    source = [(1, "x", 1.0, 2, "p1", "a"), (1, "y", 2.0, 2, "p1", "b")]
+    before = HoodieTableMetaClient.load(str(warehouse / "t")).timeline.completed().timestamps()
+    with pytest.raises(HudiSqlError, match="matches 2 source rows"):
+        _ours(hudi_sql, f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", source)
+    meta = HoodieTableMetaClient.load(str(warehouse / "t"))
+    assert meta.timeline.completed().timestamps() == before
+    assert not meta.timeline.pending().instants
+    assert sorted(tuple(r) for r in hudi_sql.sql("SELECT id, name, price, ts, dt FROM t").collect()) == SEED_ROWS
+
+
+def test_merge_by_record_key_that_matches_nothing_commits_nothing(hudi_sql, warehouse):
+    _make_table(hudi_sql, "t", "cow", None)
+    before = HoodieTableMetaClient.load(str(warehouse / "t")).timeline.completed().timestamps()
+    got_rows, affected = _ours(hudi_sql, "MERGE INTO t USING src s ON t.id = s.id WHEN MATCHED THEN DELETE",
+                               [(42, "x", 1.0, 2, "p1", "a")])
+    assert affected == 0 and len(got_rows) == len(SEED_ROWS)
+    assert HoodieTableMetaClient.load(str(warehouse / "t")).timeline.completed().timestamps() == before

@@ -1,0 +1,184 @@
+"""A MERGE whose ON is the record key equality, run as the one storage write it amounts to.
+
+  MERGE INTO t USING s ON t.key = s.key [AND t.part = s.part]
+  WHEN MATCHED THEN UPDATE SET *  WHEN NOT MATCHED THEN INSERT *      -> upsert of the source rows
+  WHEN MATCHED THEN DELETE                                            -> delete of the source keys
+
+The write's own index lookup finds the matched rows, so the target snapshot, the join and the change frame of
+the general plan (`merge.py`) are not needed. The write requires unique keys: a batch that repeats a key (a
+cardinality violation, or two inserts of one key into different partitions) raises before anything is written
+and the statement falls back to the general plan, which reports or performs it exactly. ON without the partition
+columns of a table whose index is per partition matches a key in any partition: that write looks keys up
+globally and moves a row whose partition changes (delete + insert), as the general plan does.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from sqlext.sql.assign import check_assignment, expression_types
+from sqlext.sql.result import DmlCounts
+from sqlext.sql.table import HudiTable
+from storage.config import WriteConfigKeys as WK
+from storage.table.fs_view import FileSystemView
+from storage.timeline.instant import Action
+from storage.write.write_client import DuplicateKeyError, write_dataframe
+
+log = logging.getLogger(__name__)
+
+UPSERT, DELETE = "upsert", "delete"
+
+
+@dataclass(frozen=True)
+class KeyMerge:
+    operation: str                            # upsert | delete
+    values: dict[str, exp.Expression]         # table column -> its value, an expression over the source alone
+    global_lookup: bool                       # match keys in every partition (ON leaves the partition out)
+
+
+def same_sql(node: exp.Expression | None) -> str | None:
+    """Canonical SQL of an expression for comparing two spellings (quoting and case of names ignored)."""
+    if node is None:
+        return None
+    copy = node.copy()
+    for ident in copy.find_all(exp.Identifier):
+        ident.set("quoted", False)
+        ident.set("this", ident.name.lower())
+    return copy.sql(dialect="spark")
+
+
+def key_equalities(on: exp.Expression, t_alias: str, s_alias: str,
+                   allowed: set[str]) -> dict[str, exp.Expression] | None:
+    """{target column (lower case): source expression} when ON is only `t.col = <source-only expression>`
+    conjuncts over `allowed` columns, else None."""
+    out = {}
+    for conjunct in (on.flatten() if isinstance(on, exp.And) else [on]):
+        pair = _target_equality(conjunct, t_alias, s_alias, allowed)
+        if pair is None or pair[0] in out:
+            return None
+        out[pair[0]] = pair[1]
+    return out
+
+
+def _target_equality(node: exp.Expression, t_alias: str, s_alias: str,
+                     allowed: set[str]) -> tuple[str, exp.Expression] | None:
+    if not isinstance(node, exp.EQ):
+        return None
+    for t_side, s_side in ((node.this, node.expression), (node.expression, node.this)):
+        if (isinstance(t_side, exp.Column) and t_side.table.lower() == t_alias.lower()
+                and t_side.name.lower() in allowed and _source_only(s_side, s_alias)):
+            return t_side.name.lower(), s_side
+    return None
+
+
+def _source_only(node: exp.Expression, s_alias: str) -> bool:
+    return all(c.table and c.table.lower() == s_alias.lower() for c in node.find_all(exp.Column))
+
+
+def plan_key_merge(table: HudiTable, t_alias: str, s_alias: str, on: exp.Expression, opts: dict,
+                   update: dict[str, exp.Expression] | None = None, insert: dict[str, exp.Expression] | None = None,
+                   delete: bool = False) -> KeyMerge | None:
+    """The single write a MERGE amounts to, or None when it needs the general plan. `update` / `insert`: the
+    assignments of its one unconditional WHEN MATCHED UPDATE and WHEN NOT MATCHED INSERT; `delete`: its only
+    clause is an unconditional WHEN MATCHED DELETE."""
+    keys = {k.lower() for k in table.record_keys}
+    parts = {p.lower() for p in table.partition_fields}
+    per_partition = not table.is_global_index(opts)
+    on_pairs = key_equalities(on, t_alias, s_alias, keys | (parts if per_partition else set()))
+    if on_pairs is None or not keys <= set(on_pairs):
+        return None
+    named_parts = parts & set(on_pairs)
+    if named_parts and named_parts != parts:
+        return None  # some partition columns but not all: neither a per-partition nor a global match
+    global_lookup = per_partition and bool(parts) and not named_parts
+    if delete and update is None and insert is None:
+        return KeyMerge(DELETE, _table_spelling(table, on_pairs), global_lookup)
+    if delete or update is None or insert is None:
+        return None
+    columns = {c.lower() for c in table.columns}
+    for values in (update, insert):
+        lowered = {c.lower(): v for c, v in values.items()}
+        if set(lowered) != columns or not all(_source_only(v, s_alias) for v in lowered.values()):
+            return None
+    if any(same_sql(update[c]) != same_sql(insert[c]) for c in table.columns):
+        return None  # a matched row would not be written as the same record an unmatched one is
+    if any(same_sql(update[c]) != same_sql(on_pairs[c.lower()]) for c in table.columns if c.lower() in on_pairs):
+        return None  # the written key is not the one ON matched on
+    return KeyMerge(UPSERT, dict(update), global_lookup)
+
+
+def _table_spelling(table: HudiTable, pairs: dict[str, exp.Expression]) -> dict[str, exp.Expression]:
+    return {c: pairs[c.lower()] for c in table.columns if c.lower() in pairs}
+
+
+def run_key_merge(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: KeyMerge, node, opts: dict,
+                  verb: str = "MERGE") -> DmlCounts | None:
+    """Write the merge; None (nothing written) when the general plan must decide."""
+    if table.meta.table_config.table_type == "MERGE_ON_READ" and _logs_hold_deletes(table):
+        # a key deleted in a log is still in its base file: the index would call its re-insert an update
+        return None
+    frame = _frame(ctx, table, source.alias(s_alias), km)
+    if frame is None:
+        return None
+    opts = dict(opts)
+    opts[WK.OPERATION.key] = km.operation
+    opts[WK.ALLOW_EMPTY_COMMIT.key] = "false"
+    if km.global_lookup:
+        opts[WK.INDEX_TYPE.key] = "GLOBAL_SIMPLE"
+        opts[WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH.key] = "true"
+    try:
+        metadata = write_dataframe(ctx.spark, frame, table.ref.path, opts, require_unique_keys=True)
+    except DuplicateKeyError as exc:
+        log.info("%s on %s: %s; the general plan decides", verb, table.name, exc)
+        return None
+    counts = _counts(metadata, km.operation)
+    log.info("%s on %s: %s (%s by record key)", verb, table.name, counts, km.operation)
+    return counts
+
+
+def _frame(ctx, table: HudiTable, source: DataFrame, km: KeyMerge) -> DataFrame | None:
+    """The batch: each table column from its source expression (cast as the general plan casts); key and
+    partition values must already have the column's type, so the written key is the one ON compared."""
+    items = [(ctx.expr_sql(v), v) for v in km.values.values()]
+    types = expression_types(ctx, source, items)
+    matched = {c.lower() for c in table.record_keys} | {p.lower() for p in table.partition_fields}
+    cols = []
+    for (column, value), (sql, _), dtype in zip(km.values.items(), items, types):
+        want = table.field(column).dataType
+        if column.lower() in matched and dtype != want:
+            return None
+        check_assignment(ctx, dtype, column, want, value, table.name)
+        cols.append((F.expr(sql) if dtype == want else F.expr(sql).cast(want)).alias(column))
+    if km.operation == DELETE:  # the partition path of a global delete comes from the index, not the batch
+        cols += [F.lit(None).cast(table.field(p).dataType).alias(p) for p in table.partition_fields
+                 if p not in km.values]
+    return source.select(*cols)
+
+
+def _counts(metadata, operation: str) -> DmlCounts:
+    if metadata is None:
+        return DmlCounts()
+    stats = metadata.write_stats()
+    deletes = sum(s.numDeletes for s in stats)
+    if operation == DELETE:
+        return DmlCounts(deleted=deletes)
+    # in an upsert every delete is the old place of a row that moved partition: an update, not an insert
+    return DmlCounts(inserted=sum(s.numInserts for s in stats) - deletes,
+                     updated=sum(s.numUpdateWrites for s in stats) + deletes)
+
+
+def _logs_hold_deletes(table: HudiTable) -> bool:
+    """Whether a log file of a latest file slice holds delete records (per its commit's write stats)."""
+    meta = table.meta
+    logs = {lf.name for s in FileSystemView(meta).latest_file_slices() for lf in s.log_files}
+    if not logs:
+        return False
+    for instant in meta.timeline.completed().of_actions([Action.DELTA_COMMIT]):
+        for stat in meta.active_timeline.commit_metadata(instant).write_stats():
+            if stat.numDeletes and (stat.path or "").rsplit("/", 1)[-1] in logs:
+                return True
+    return False
