@@ -1,4 +1,4 @@
-"""Where our W2 time goes: `python -m bench.profile [--rows N] [--batch B] [--types cow,mor]`.
+"""Where our W2 time goes: `python -m bench.profile [--rows N] [--batch B] [--types cow,mor] [--engines ours_df,ours_sql]`.
 
 Loads a table (untimed), then runs the uniform upsert once under cProfile and prints, per table type:
 the wall time, the Spark jobs the write ran (duration and the Python line that started each, from Spark's
@@ -16,7 +16,7 @@ import shutil
 import tempfile
 import time
 
-from bench.engines.ours import OursDataFrame, SparkInput
+from bench.engines.ours import OursDataFrame, OursSql, SparkInput
 from bench.workloads import DataSet
 
 log = logging.getLogger("bench.profile")
@@ -41,7 +41,10 @@ def spark_jobs(sc, after: int) -> list[tuple[int, float, str, int]]:
     return sorted(out)
 
 
-def profile_upsert(spark, engine: OursDataFrame, path: str, batch, top: int) -> str:
+ENGINES = {"ours_df": OursDataFrame, "ours_sql": OursSql}
+
+
+def profile_upsert(spark, engine, path: str, batch, top: int) -> str:
     sc = spark.sparkContext
     before = _max_job_id(sc)
     prof = cProfile.Profile()
@@ -67,6 +70,7 @@ def main(argv=None) -> int:
     p.add_argument("--rows", type=int, default=2_000_000)
     p.add_argument("--batch", type=int, default=200_000)
     p.add_argument("--types", default="cow,mor")
+    p.add_argument("--engines", default="ours_df", help="ours_df (DataFrame API), ours_sql (MERGE INTO)")
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--driver-memory", default="8g")
     a = p.parse_args(argv)
@@ -85,10 +89,10 @@ def main(argv=None) -> int:
     reports = [f"profile of W2 (rows {a.rows:,}, batch {a.batch:,}), local[2]"]
     try:
         base, batch = inputs.frame(data.base(), "base"), inputs.frame(data.uniform_batch(), "uniform")
-        for t in a.types.split(","):
-            engine = OursDataFrame(spark, inputs, t)
+        for t, name in [(t, e) for t in a.types.split(",") for e in a.engines.split(",")]:
+            engine = ENGINES[name](spark, inputs, t)
             engine.start(workdir)
-            path = os.path.join(workdir, f"t_{t}")
+            path = os.path.join(workdir, f"t_{t}_{name}")
             log.info("loading %s", path)
             engine.load(path, base)
             log.info("profiling the upsert on %s", engine.name)

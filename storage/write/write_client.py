@@ -71,6 +71,7 @@ log = logging.getLogger(__name__)
 UNIFORM = "_hoodie_u"
 _INPUT_ORDER = "_hoodie_input_order"
 _KEY_COUNT = "_hoodie_key_count"
+_DELETE_COPY, _MOVED = "_hoodie_delete_copy", "_hoodie_moved"
 _CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer after data files exist
 
 
@@ -394,12 +395,18 @@ class HoodieWriteClient:
         moved = F.col(LOC_FILE_ID).isNotNull() & (F.col(LOC_PARTITION) != F.col(PARTITION_PATH))
         if not update_partition_path:
             return tagged.withColumn(PARTITION_PATH, F.when(moved, F.col(LOC_PARTITION)).otherwise(F.col(PARTITION_PATH)))
-        # the record moves: delete it from its old file group, insert it into the new partition
-        deletes = tagged.where(moved).withColumn(PARTITION_PATH, F.col(LOC_PARTITION)).withColumn(
-            OP_COLUMN, F.lit(OP_DELETE).cast("tinyint"))
-        inserts = tagged.withColumn(LOC_FILE_ID, F.when(moved, F.lit(None)).otherwise(F.col(LOC_FILE_ID))).withColumn(
-            LOC_PARTITION, F.when(moved, F.lit(None)).otherwise(F.col(LOC_PARTITION)))
-        return inserts.unionByName(deletes)
+        # the record moves: delete it from its old file group, insert it into the new partition. Both rows come
+        # from one pass (explode), so the index join is not evaluated twice as a union of two filters would be
+        copy = F.explode(F.when(moved, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False))))
+        rows = tagged.withColumn(_MOVED, moved).withColumn(_DELETE_COPY, copy)
+        is_delete, moved_insert = F.col(_DELETE_COPY), F.col(_MOVED) & ~F.col(_DELETE_COPY)
+        return rows.select(
+            *[F.col(f"`{c}`") for c in tagged.columns if c not in (PARTITION_PATH, OP_COLUMN, LOC_FILE_ID, LOC_PARTITION)],
+            F.when(is_delete, F.col(LOC_PARTITION)).otherwise(F.col(PARTITION_PATH)).alias(PARTITION_PATH),
+            F.when(is_delete, F.lit(OP_DELETE)).otherwise(F.col(OP_COLUMN)).cast("tinyint").alias(OP_COLUMN),
+            F.when(moved_insert, F.lit(None)).otherwise(F.col(LOC_FILE_ID)).alias(LOC_FILE_ID),
+            F.when(moved_insert, F.lit(None)).otherwise(F.col(LOC_PARTITION)).alias(LOC_PARTITION),
+        )
 
     @staticmethod
     def _profile(tagged: DataFrame) -> WorkloadProfile:

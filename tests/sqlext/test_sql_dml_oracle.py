@@ -121,6 +121,10 @@ KEY_CASES = {
                                [(1, "a1", 5.0, 2, "p1", "x"), (3, "c1", 3.0, 2, "p1", "x"), (6, "f1", 6.0, 2, "p3", "x"),
                                 (2, "b2", 2.0, 2, "p2", "x")],
                                f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", True),
+    # the same after an update in place (merge-on-read: a log without deletes)
+    "upsert_moves_after_update": ("UPDATE t SET price = price + 1 WHERE id = 3",
+                                  [(3, "c1", 3.0, 2, "p1", "x"), (5, "e1", 5.0, 2, "p3", "x"), (7, "g1", 7.0, 2, "p2", "x")],
+                                  f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", True),
     # with the partition in ON, id 3 in p1 is another record than id 3 in p2
     "upsert_per_partition": ("UPDATE t SET price = price + 1 WHERE id = 4",
                              [(3, "c1", 3.0, 2, "p1", "x"), (4, "d1", 4.0, 2, "p2", "x")],
