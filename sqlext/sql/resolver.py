@@ -162,6 +162,10 @@ class TableRegistry:
         self._tables[f"{ref.db}.{ref.name}"] = ref
         self._save()
 
+    def names(self, db: str) -> list[str]:
+        self._refresh()
+        return [ref.name for key, ref in self._tables.items() if key.split(".", 1)[0] == db]
+
     def remove(self, db: str, name: str) -> None:
         self._refresh()
         if self._tables.pop(f"{db}.{name}", None) is not None:
@@ -230,6 +234,17 @@ class WarehouseResolver:
         if base is None or base.query_type is not None or not is_mor_table(base.path):
             return None
         return HudiTableRef(name.name, db, base.path, query_type)
+
+    def table_names(self, db: str) -> list[str]:
+        """Hudi tables of `db` (SHOW TABLES): managed directories holding a table, and registered locations."""
+        db = db.lower()
+        root = self._db_dir(db)
+        managed = []
+        if os.path.isdir(root):
+            managed = [e.name for e in os.scandir(root) if e.is_dir() and not e.name.startswith(".")
+                       and not e.name.endswith(".db") and is_hudi_table(e.path)]
+        registered = [n for n in self.registry.names(db) if self.resolve(TableName(n, db)) is not None]
+        return sorted(set(managed) | set(registered))
 
     def register(self, ref: HudiTableRef) -> None:
         if ref.db is None:

@@ -1,6 +1,7 @@
 """SHOW PARTITIONS, SHOW CREATE TABLE, SHOW TBLPROPERTIES and DESCRIBE [EXTENDED | FORMATTED] of Hudi tables,
 answered from the table itself (hoodie.properties, the latest schema, the file-system view) with Spark's
-output columns, so they work the same with or without a metastore. SHOW TABLES stays Spark's.
+output columns, so they work the same with or without a metastore. SHOW TABLES stays Spark's, except that
+without a metastore (a warehouse resolver) the warehouse's Hudi tables are added to Spark's answer.
 
 sqlglot keeps SHOW as a Command: the statement text is matched here; table names and partition specs in it
 are parsed with sqlglot.
@@ -23,6 +24,8 @@ _NAME = r"(?P<name>(?:`[^`]+`|[\w$]+)(?:\s*\.\s*(?:`[^`]+`|[\w$]+))?)"
 _SHOW_PARTITIONS = re.compile(rf"(?is)^\s*SHOW\s+PARTITIONS\s+{_NAME}(?:\s+(?P<spec>PARTITION\s*\(.*\)))?\s*;?\s*$")
 _SHOW_CREATE = re.compile(rf"(?is)^\s*SHOW\s+CREATE\s+TABLE\s+{_NAME}(?P<serde>\s+AS\s+SERDE)?\s*;?\s*$")
 _SHOW_PROPS = re.compile(rf"(?is)^\s*SHOW\s+TBLPROPERTIES\s+{_NAME}(?:\s*\((?P<key>[^)]*)\))?\s*;?\s*$")
+_SHOW_TABLES = re.compile(r"(?is)^\s*SHOW\s+TABLES(?:\s+(?:IN|FROM)\s+(?P<db>`[^`]+`|[\w$]+))?"
+                          r"(?:\s+(?:LIKE\s+)?'(?P<like>[^']*)')?\s*;?\s*$")
 _FORMS = (("partitions", _SHOW_PARTITIONS), ("create", _SHOW_CREATE), ("properties", _SHOW_PROPS))
 
 # table properties SHOW CREATE TABLE writes back as Hudi's SQL spellings
@@ -49,6 +52,8 @@ def _form(text: str):
 
 # -- SHOW (Command) ----------------------------------------------------------------------------------
 def matches(ctx, text: str) -> bool:
+    if _SHOW_TABLES.match(text):
+        return hasattr(ctx.resolver, "table_names")
     kind, found = _form(text)
     if kind is None:
         return False
@@ -59,6 +64,9 @@ def matches(ctx, text: str) -> bool:
 
 
 def plan(ctx, text: str) -> DataFrame:
+    tables = _SHOW_TABLES.match(text)
+    if tables:
+        return show_tables(ctx, text, tables.group("db"), tables.group("like"))
     kind, found = _form(text)
     node = _table_node(found.group("name"))
     table = ctx.require_table(node)
@@ -67,6 +75,25 @@ def plan(ctx, text: str) -> DataFrame:
     if kind == "create":
         return ctx.spark.createDataFrame([(show_create_table(table),)], "createtab_stmt string")
     return show_tblproperties(ctx, table, found.group("key"))
+
+
+def show_tables(ctx, text: str, db: str | None, like: str | None) -> DataFrame:
+    """Spark's SHOW TABLES plus the warehouse's Hudi tables it does not know (no metastore registers them)."""
+    spark_rows = ctx.run_sql(text)
+    db = (db.strip("`") if db else ctx.resolver.current_database).lower()
+    if not ctx.resolver.database_exists(db):
+        return spark_rows  # Spark has already said what it thinks of an unknown database
+    known = {r.tableName.lower() for r in spark_rows.collect() if not r.isTemporary}
+    extra = [(db, n, False) for n in ctx.resolver.table_names(db) if n.lower() not in known and _like(n, like)]
+    return spark_rows.unionByName(ctx.spark.createDataFrame(extra, spark_rows.schema)) if extra else spark_rows
+
+
+def _like(name: str, pattern: str | None) -> bool:
+    """Spark's SHOW TABLES LIKE: `*` any characters, `|` alternatives, case-insensitive."""
+    if pattern is None:
+        return True
+    alternatives = [re.escape(p.strip()).replace(r"\*", ".*") for p in pattern.split("|")]
+    return re.fullmatch("|".join(alternatives), name, re.IGNORECASE) is not None
 
 
 def show_partitions(ctx, table: HudiTable, spec_text: str | None) -> DataFrame:

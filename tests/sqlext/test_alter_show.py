@@ -156,6 +156,28 @@ def test_rename_without_metastore(hudi_sql, seeded):
         hudi_sql.sql("ALTER TABLE t2 RENAME TO t3")
 
 
+def test_show_tables_without_metastore_lists_hudi_tables(hudi_sql, warehouse, tmp_path):
+    hudi_sql.sql("CREATE TABLE managed_t (id INT, v STRING) USING hudi TBLPROPERTIES (primaryKey = 'id')")
+    hudi_sql.sql(f"CREATE TABLE located_t (id INT) USING hudi LOCATION '{tmp_path / 'elsewhere'}' "
+                 "TBLPROPERTIES (primaryKey = 'id')")
+    hudi_sql.sql("CREATE DATABASE IF NOT EXISTS other_db")
+    hudi_sql.sql("CREATE TABLE other_db.o (id INT) USING hudi TBLPROPERTIES (primaryKey = 'id')")
+    hudi_sql.createDataFrame([(1,)], "x int").createOrReplaceTempView("a_view")
+    try:
+        listed = {(r.namespace, r.tableName, r.isTemporary) for r in hudi_sql.sql("SHOW TABLES").collect()}
+        assert {("default", "managed_t", False), ("default", "located_t", False), ("", "a_view", True)} <= listed
+        assert not any(name == "o" for _, name, _ in listed)
+        # Spark lists temporary views in every database
+        assert [r.tableName for r in hudi_sql.sql("SHOW TABLES IN other_db").collect() if not r.isTemporary] == ["o"]
+        assert [r.tableName for r in hudi_sql.sql("SHOW TABLES LIKE 'man*|nothing'").collect()] == ["managed_t"]
+        hudi_sql.sql("DROP TABLE managed_t")
+        assert "managed_t" not in [r.tableName for r in hudi_sql.sql("SHOW TABLES").collect()]
+    finally:
+        hudi_sql.catalog.dropTempView("a_view")
+        hudi_sql.sql("DROP TABLE IF EXISTS other_db.o")
+        hudi_sql.sql("DROP DATABASE IF EXISTS other_db")
+
+
 def test_alter_keeps_the_metastore_in_step(spark, hms_db):
     from catalog import MetastoreClient
 
