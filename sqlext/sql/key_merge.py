@@ -174,10 +174,14 @@ def _counts(metadata, operation: str) -> DmlCounts:
 def _logs_hold_deletes(table: HudiTable) -> bool:
     """Whether a log file of a latest file slice holds delete records (per its commit's write stats)."""
     meta = table.meta
-    logs = {lf.name for s in FileSystemView(meta).latest_file_slices() for lf in s.log_files}
-    if not logs:
+    slices = [s for s in FileSystemView(meta).latest_file_slices() if s.log_files]
+    if not slices:
         return False
+    logs = {lf.name for s in slices for lf in s.log_files}
+    oldest = min(s.base_instant for s in slices)  # logs are written after the instant their slice starts at
     for instant in meta.timeline.completed().of_actions([Action.DELTA_COMMIT]):
+        if instant.timestamp < oldest:
+            continue
         for stat in meta.active_timeline.commit_metadata(instant).write_stats():
             if stat.numDeletes and (stat.path or "").rsplit("/", 1)[-1] in logs:
                 return True
