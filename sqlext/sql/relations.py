@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlext.sql.pruning import partition_filter
 from sqlext.sql.resolver import HudiTableRef, TableName
 from sqlext.sql.table import HudiTable
+from storage.meta_fields import RECORD_KEY
 from storage.timeline.instant_time import normalize_instant_time
 
 log = logging.getLogger(__name__)
@@ -42,8 +43,25 @@ def hudi_references(ctx, tree: exp.Expression) -> list[exp.Table]:
     return found
 
 
+def referenced_names(tree: exp.Expression) -> set[str] | None:
+    """Every name the statement could use to refer to a column (lower case), or None when it may use columns
+    it does not name: a `*` / `t.*` projection, PIVOT / UNPIVOT (which group by the unnamed columns), a NATURAL
+    join. An over-approximation by name alone (any identifier counts), so a pruned read never lacks a column."""
+    for star in tree.find_all(exp.Star):
+        if not isinstance(star.parent, exp.Count):
+            return None
+    if any(True for _ in tree.find_all(exp.Pivot)):
+        return None
+    for join in tree.find_all(exp.Join):
+        if str(join.args.get("method") or "").upper() == "NATURAL":
+            return None
+    return {ident.name.lower() for ident in tree.find_all(exp.Identifier)}
+
+
 def rewrite_relations(ctx, tree: exp.Expression) -> exp.Expression:
-    """A copy of `tree` where every Hudi table reference reads a temp view of the right snapshot."""
+    """A copy of `tree` where every Hudi table reference reads a temp view of the right snapshot, with only
+    the columns the statement can refer to (a merge-on-read scan then merges only those)."""
+    names = referenced_names(tree)
     tree = tree.copy()
     replaced: set[tuple[str, str]] = set()
     for node in hudi_references(ctx, tree):
@@ -52,7 +70,7 @@ def rewrite_relations(ctx, tree: exp.Expression) -> exp.Expression:
             node.replace(_view_node(node, view, alias=None))
             continue
         ref = ctx.resolve(node)
-        view = ctx.register_view(_snapshot(ctx, node, ref), ref.name)
+        view = ctx.register_view(_snapshot(ctx, node, ref, names), ref.name)
         if node.db:
             replaced.add((node.db.lower(), node.name.lower()))
         node.replace(_view_node(node, view, alias=None if TableName.of(node).path else node.name))
@@ -74,13 +92,18 @@ def _view_node(node: exp.Table, view: str, alias: str | None) -> exp.Table:
 
 
 # -- snapshots -------------------------------------------------------------------------------------
-def _snapshot(ctx, node: exp.Table, ref: HudiTableRef) -> DataFrame:
+def _snapshot(ctx, node: exp.Table, ref: HudiTableRef, names: set[str] | None = None) -> DataFrame:
     table = HudiTable.load(ref)
     options = time_travel_options(ctx, node, table)
     if ref.query_type:  # <t>_ro reads read-optimized, <t>_rt the realtime (snapshot) view
         options = {**(options or {}), "hoodie.datasource.query.type": ref.query_type}
     pf = _pruning(node, table)
-    return table.snapshot(ctx.spark, options, pf)
+    columns = None
+    if names is not None:
+        columns = [c for c in table.snapshot_columns if c.lower() in names]
+        if not columns:  # count(*) and the like: one narrow column keeps the rows
+            columns = [RECORD_KEY]
+    return table.snapshot(ctx.spark, options, pf, columns)
 
 
 def time_travel_options(ctx, node: exp.Table, table: HudiTable) -> dict[str, str] | None:

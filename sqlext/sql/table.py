@@ -14,7 +14,7 @@ from pyspark.sql.types import StructField, StructType
 
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.keygen import KeyGenerator, create_key_generator
-from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY
+from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from storage.read import read_table
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
@@ -69,10 +69,16 @@ class HudiTable:
         return self.meta.table_config.precombine_field
 
     # -- reads -----------------------------------------------------------------------------------
+    @property
+    def snapshot_columns(self) -> list[str]:
+        """What a snapshot shows: the meta columns, then the visible data columns."""
+        return list(META_COLUMNS) + self.columns
+
     def snapshot(self, spark: SparkSession, options: dict[str, str] | None = None,
-                 partition_filter: PartitionFilter | None = None) -> DataFrame:
-        """Meta columns, then the visible data columns (hidden engine columns dropped)."""
-        df = read_table(spark, self.ref.path, options, partition_filter)
+                 partition_filter: PartitionFilter | None = None, columns: list[str] | None = None) -> DataFrame:
+        """Meta columns, then the visible data columns (hidden engine columns dropped); only `columns` (of
+        `snapshot_columns`) when given."""
+        df = read_table(spark, self.ref.path, options, partition_filter, columns)
         return df.drop(*self.hidden) if self.hidden else df
 
     # -- writes ----------------------------------------------------------------------------------

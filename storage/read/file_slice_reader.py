@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -32,7 +32,7 @@ from storage.merge.record_merger import (
 )
 from storage.merge.schema_conform import conform_table
 from storage.keygen.key_generator import resolve_keygen_type
-from storage.meta_fields import RECORD_KEY, with_meta_columns
+from storage.meta_fields import IS_DELETED, RECORD_KEY, with_meta_columns
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import HoodieInstant
@@ -112,15 +112,18 @@ class FileSliceReadContext:
         )
 
 
-def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext) -> pa.Table:
-    """The merged records of `file_slice`: meta columns, then the data columns of `schema` in its order."""
-    return read_file_slice_with_stats(file_slice, schema, ctx)[0]
+def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
+                    columns: Sequence[str] | None = None) -> pa.Table:
+    """The merged records of `file_slice`: meta columns, then the data columns of `schema` in its order
+    (only those named in `columns`, when given)."""
+    return read_file_slice_with_stats(file_slice, schema, ctx, columns)[0]
 
 
-def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema,
-                               ctx: FileSliceReadContext) -> tuple[pa.Table, LogScanStats]:
-    out_schema = with_meta_columns(schema)
-    merge_schema, ordering_field = _merge_schema(out_schema, file_slice, ctx)
+def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
+                               columns: Sequence[str] | None = None) -> tuple[pa.Table, LogScanStats]:
+    full_schema = with_meta_columns(schema)
+    out_schema = full_schema if columns is None else pa.schema([f for f in full_schema if f.name in set(columns)])
+    merge_schema, ordering_field = _merge_schema(out_schema, full_schema, file_slice, ctx)
     scanner = HoodieMergedLogRecordScanner(
         [lf.path for lf in file_slice.sorted_log_files()], merge_schema, ctx.is_instant_visible,
         latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx))
@@ -140,11 +143,17 @@ def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema,
     return merged.select(out_schema.names), scan.stats
 
 
-def _merge_schema(out_schema: pa.Schema, file_slice: FileSlice,
+def _merge_schema(out_schema: pa.Schema, full_schema: pa.Schema, file_slice: FileSlice,
                   ctx: FileSliceReadContext) -> tuple[pa.Schema, str | None]:
-    """The output columns plus what the merge needs: the ordering field and, without meta fields, a key."""
+    """The output columns plus what the merge needs: the record key, the soft-delete marker, the ordering
+    field and, without meta fields, the key fields (types from the table schema, else the base file)."""
     schema = out_schema
+    for name in ([RECORD_KEY] if ctx.populate_meta_fields else []) + [IS_DELETED]:
+        if name not in schema.names and name in full_schema.names:
+            schema = schema.append(full_schema.field(name))
     ordering = ctx.ordering_field
+    if ordering and ordering not in schema.names and ordering in full_schema.names:
+        schema = schema.append(full_schema.field(ordering))
     needs_base = (ordering and ordering not in schema.names) or not ctx.populate_meta_fields
     # the base file's footer, read only when the merge needs a column the read schema lacks
     base_schema = pq.read_schema(file_slice.base_file.path) if needs_base and file_slice.base_file else None
@@ -159,7 +168,8 @@ def _merge_schema(out_schema: pa.Schema, file_slice: FileSlice,
     if not ctx.populate_meta_fields:
         for f in ctx.record_key_fields:
             if f not in schema.names:
-                found = _field_type(base_schema, f) or pa.string()
+                found = (full_schema.field(f).type if f in full_schema.names else None) \
+                    or _field_type(base_schema, f) or pa.string()
                 schema = schema.append(pa.field(f, found))
         schema = schema.append(pa.field(MERGE_KEY, pa.string()))
     return schema, ordering

@@ -8,7 +8,7 @@ instant, base file, log files), spreads the descriptors over tasks, and `mapInAr
 from __future__ import annotations
 
 import logging
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 from pyspark.sql import DataFrame, SparkSession
@@ -46,21 +46,27 @@ def file_slice_of(row: dict) -> FileSlice:
 
 
 def merged_slices_frame(spark: SparkSession, slices: list[FileSlice], arrow_schema: pa.Schema,
-                        spark_schema: T.StructType, ctx: FileSliceReadContext) -> DataFrame:
-    """One DataFrame of the merged rows of `slices` (each merged by one Spark task)."""
+                        spark_schema: T.StructType, ctx: FileSliceReadContext,
+                        columns: Sequence[str] | None = None) -> DataFrame:
+    """One DataFrame of the merged rows of `slices` (each merged by one Spark task); with `columns`, only
+    those columns of `arrow_schema` (whose order they keep) are read, merged and returned."""
+    if columns is not None:
+        wanted = set(columns)
+        spark_schema = T.StructType([f for f in spark_schema.fields if f.name in wanted])
     rows = [slice_descriptor(s) for s in slices]
     parallelism = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4))
     descriptors = spark.createDataFrame(spark.sparkContext.parallelize(rows, parallelism), DESCRIPTOR_SCHEMA)
     out_schema = to_arrow_schema(spark_schema, timezone="UTC")
-    merge = _merge_function(arrow_schema, out_schema, ctx)
+    merge = _merge_function(arrow_schema, out_schema, ctx, columns)
     return descriptors.mapInArrow(merge, spark_schema)
 
 
-def _merge_function(arrow_schema: pa.Schema, out_schema: pa.Schema, ctx: FileSliceReadContext):
+def _merge_function(arrow_schema: pa.Schema, out_schema: pa.Schema, ctx: FileSliceReadContext,
+                    columns: Sequence[str] | None):
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for row in batch.to_pylist():  # one row per file slice, never per record
-                table = read_file_slice(file_slice_of(row), arrow_schema, ctx)
+                table = read_file_slice(file_slice_of(row), arrow_schema, ctx, columns)
                 table = _to_spark_arrow(table, out_schema)
                 yield from table.to_batches(max_chunksize=_BATCH_ROWS)
 

@@ -7,7 +7,7 @@ incremental, `as.of.instant` for time travel, `hoodie.datasource.read.begin.inst
 from __future__ import annotations
 
 import logging
-from typing import Callable
+from typing import Callable, Sequence
 
 import pyarrow as pa
 
@@ -36,7 +36,19 @@ class HoodieReadError(ValueError):
 
 
 def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | None = None,
-               partition_filter: PartitionFilter | None = None) -> DataFrame:
+               partition_filter: PartitionFilter | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+    """The table as a DataFrame. `columns` (names, any case): only these columns, in the table's order — what
+    a caller that knows its query needs passes, so a merge-on-read scan reads and merges only those (Spark
+    cannot push a projection into the merging tasks)."""
+    df = _read(spark, base_path, options, partition_filter, columns)
+    if columns is None:
+        return df
+    wanted = {c.lower() for c in columns}
+    return df.select(*[F.col(f"`{c}`") for c in df.columns if c.lower() in wanted])
+
+
+def _read(spark: SparkSession, base_path: str, options: dict[str, str] | None,
+          partition_filter: PartitionFilter | None, columns: Sequence[str] | None) -> DataFrame:
     config = HoodieConfig.of(options)
     meta = HoodieTableMetaClient.load(base_path)
     query_type = (config.get(RK.QUERY_TYPE) or "snapshot").lower()
@@ -53,14 +65,14 @@ def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | No
         slices = view.latest_merged_file_slices(partitions)
         if query_type == "read_optimized":
             return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of)
-        return _mor_snapshot(spark, meta, slices, as_of, config)
+        return _mor_snapshot(spark, meta, slices, as_of, config, columns)
     slices = view.latest_file_slices(partitions)
     files = [s.base_file.path for s in slices if s.base_file is not None]
     return _scan(spark, meta, files, as_of)
 
 
 def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list[FileSlice], as_of: str | None,
-                  config: HoodieConfig) -> DataFrame:
+                  config: HoodieConfig, columns: Sequence[str] | None = None) -> DataFrame:
     """Base-only slices through Spark's parquet reader, slices with logs merged in Spark tasks, unioned."""
     plain = [s.base_file.path for s in slices if not s.log_files and s.base_file is not None]
     merging = [s for s in slices if s.log_files]
@@ -73,10 +85,15 @@ def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list
     ctx = FileSliceReadContext.for_table(meta, as_of, dict(config.items()))
     log.info("MOR snapshot of %s: %d slices through the parquet reader, %d merged with their logs",
              meta.base_path, len(plain), len(merging))
-    merged = merged_slices_frame(spark, merging, arrow_schema, spark_schema, ctx)
+    wanted = None if columns is None else {c.lower() for c in columns}
+    names = None if wanted is None else [n for n in arrow_schema.names if n.lower() in wanted]
+    merged = merged_slices_frame(spark, merging, arrow_schema, spark_schema, ctx, names)
     if not plain:
         return merged
-    return spark.read.schema(spark_schema).parquet(*plain).unionByName(merged)
+    plain_df = spark.read.schema(spark_schema).parquet(*plain)
+    if names is not None:
+        plain_df = plain_df.select(*[F.col(f"`{n}`") for n in names])
+    return plain_df.unionByName(merged)
 
 
 def _any_base_file(slices: list[FileSlice]) -> str | None:

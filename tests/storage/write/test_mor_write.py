@@ -159,3 +159,25 @@ def test_parquet_data_blocks(spark, tmp_path):
     assert kinds == {HoodieLogBlockType.PARQUET_DATA_BLOCK}
     with pytest.raises(Exception, match="unsupported hoodie.logfile.data.block.format"):
         _write(spark, path, [(1, "x", 1.0, 3, "2024-01-02")], {**opts, "hoodie.logfile.data.block.format": "orc"})
+
+
+@pytest.mark.parametrize("columns", [["price"], ["_hoodie_commit_time", "dt"], ["ID", "Name"], ["_hoodie_record_key"]])
+def test_projected_snapshot_merges_like_the_full_one(spark, tmp_path, columns):
+    """read_table(columns=...) reads and merges only some columns; the merge still sees keys, ordering values,
+    delete blocks and soft deletes, so the rows equal the full snapshot's projected rows."""
+    from storage.read import read_table
+
+    path = tmp_path / "p"
+    opts = _opts("p")
+    _write(spark, path, [(i, f"n{i}", float(i), 5, f"2024-01-0{1 + i % 2}") for i in range(12)], opts)
+    _write(spark, path, [(1, "late", 99.0, 1, "2024-01-02"), (2, "u", 20.0, 6, "2024-01-01")], opts)  # 1 loses on ts
+    _write(spark, path, [(3, "x", 0.0, 9, "2024-01-02")], opts, "delete")
+    soft = spark.createDataFrame([(4, "y", 0.0, 9, "2024-01-01", True)], SCHEMA + ", _hoodie_is_deleted boolean")
+    soft.write.format("hudi").options(**opts).mode("append").save(str(path))
+    full = read_table(spark, str(path))
+    assert glob.glob(f"{path}/**/.*.log.*", recursive=True)  # the slices have logs to merge
+    projected = read_table(spark, str(path), columns=columns)
+    names = [c for c in full.columns if c.lower() in {x.lower() for x in columns}]
+    assert projected.columns == names
+    assert sorted(map(tuple, projected.collect())) == sorted(map(tuple, full.select(*names).collect()))
+    assert projected.count() == 10  # 12 - a delete block - a soft delete
