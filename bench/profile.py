@@ -1,6 +1,7 @@
-"""Where our W2 time goes: `python -m bench.profile [--rows N] [--batch B] [--types cow,mor] [--engines ours_df,ours_sql]`.
+"""Where our upsert time goes: `python -m bench.profile [--rows N] [--batch B] [--types cow,mor]
+[--engines ours_df,ours_sql] [--workload W2|W3]`.
 
-Loads a table (untimed), then runs the uniform upsert once under cProfile and prints, per table type:
+Loads a table (untimed), then runs the upsert (W2 uniform, W3 newest partition only) once under cProfile and prints, per table type:
 the wall time, the Spark jobs the write ran (duration and the Python line that started each, from Spark's
 status store), and the driver-side functions of storage/ by cumulative time. Writes the same text to
 bench/results/profile-<time>.txt."""
@@ -42,9 +43,10 @@ def spark_jobs(sc, after: int) -> list[tuple[int, float, str, int]]:
 
 
 ENGINES = {"ours_df": OursDataFrame, "ours_sql": OursSql}
+BATCHES = {"W2": DataSet.uniform_batch, "W3": DataSet.skewed_batch}
 
 
-def profile_upsert(spark, engine, path: str, batch, top: int) -> str:
+def profile_upsert(spark, engine, path: str, batch, top: int, workload: str = "W2") -> str:
     sc = spark.sparkContext
     before = _max_job_id(sc)
     prof = cProfile.Profile()
@@ -53,7 +55,7 @@ def profile_upsert(spark, engine, path: str, batch, top: int) -> str:
     engine.upsert(path, batch)
     prof.disable()
     wall = time.perf_counter() - t0
-    lines = [f"== W2 upsert on {engine.name}: {wall:.2f} s wall", "-- Spark jobs (seconds, tasks, started at):"]
+    lines = [f"== {workload} upsert on {engine.name}: {wall:.2f} s wall", "-- Spark jobs (seconds, tasks, started at):"]
     jobs = spark_jobs(sc, before)
     for job_id, secs, name, tasks in jobs:
         lines.append(f"  job {job_id:4d} {secs:7.2f} s {tasks:4d} tasks  {name}")
@@ -71,6 +73,7 @@ def main(argv=None) -> int:
     p.add_argument("--batch", type=int, default=200_000)
     p.add_argument("--types", default="cow,mor")
     p.add_argument("--engines", default="ours_df", help="ours_df (DataFrame API), ours_sql (MERGE INTO)")
+    p.add_argument("--workload", default="W2", choices=sorted(BATCHES))
     p.add_argument("--top", type=int, default=30)
     p.add_argument("--driver-memory", default="8g")
     a = p.parse_args(argv)
@@ -86,9 +89,9 @@ def main(argv=None) -> int:
     spark.sparkContext.setLogLevel("ERROR")
     data = DataSet(a.rows, a.batch)
     inputs = SparkInput(spark, workdir)
-    reports = [f"profile of W2 (rows {a.rows:,}, batch {a.batch:,}), local[2]"]
+    reports = [f"profile of {a.workload} (rows {a.rows:,}, batch {a.batch:,}), local[2]"]
     try:
-        base, batch = inputs.frame(data.base(), "base"), inputs.frame(data.uniform_batch(), "uniform")
+        base, batch = inputs.frame(data.base(), "base"), inputs.frame(BATCHES[a.workload](data), a.workload)
         for t, name in [(t, e) for t in a.types.split(",") for e in a.engines.split(",")]:
             engine = ENGINES[name](spark, inputs, t)
             engine.start(workdir)
@@ -96,7 +99,7 @@ def main(argv=None) -> int:
             log.info("loading %s", path)
             engine.load(path, base)
             log.info("profiling the upsert on %s", engine.name)
-            reports.append(profile_upsert(spark, engine, path, batch, a.top))
+            reports.append(profile_upsert(spark, engine, path, batch, a.top, a.workload))
             print(reports[-1], flush=True)
     finally:
         inputs.release()
