@@ -27,6 +27,7 @@ from sqlext.sql.resolver import (
     DEFAULT_DB,
     READ_OPTIMIZED,
     SNAPSHOT,
+    DatabaseScope,
     HudiTableRef,
     resolve_path_form,
     TableName,
@@ -38,23 +39,14 @@ from storage.io.storage import normalize_base_path
 log = logging.getLogger(__name__)
 
 
-class MetastoreResolver:
+class MetastoreResolver(DatabaseScope):
     def __init__(self, client: MetastoreClient, current_db: str | Callable[[], str] = DEFAULT_DB,
                  warehouse_dir: str | os.PathLike | None = None):
+        super().__init__(current_db)
         self.client = client
-        self._current = current_db
         self.warehouse = normalize_base_path(warehouse_dir) if warehouse_dir else None
 
     # -- databases --------------------------------------------------------------------------------
-    @property
-    def current_database(self) -> str:
-        current = self._current() if callable(self._current) else self._current
-        return (current or DEFAULT_DB).lower()
-
-    def use(self, db: str) -> None:
-        if not callable(self._current):  # with Spark's currentDatabase, Spark's USE already switched
-            self._current = db.lower()
-
     def database_exists(self, db: str) -> bool:
         return self.client.get_database(db.lower()) is not None
 
@@ -68,10 +60,6 @@ class MetastoreResolver:
         return self.warehouse if db == DEFAULT_DB else f"{self.warehouse}/{db}.db"
 
     # -- tables -----------------------------------------------------------------------------------
-    def location_for(self, name: TableName) -> HudiTableRef:
-        db = name.db or self.current_database
-        return HudiTableRef(name=name.name, db=db, path=f"{self._db_dir(db)}/{name.name}")
-
     def resolve(self, name: TableName) -> HudiTableRef | None:
         if name.path:
             return resolve_path_form(name)

@@ -182,15 +182,12 @@ class TableRegistry:
         self._stamp = self.file.stat().st_mtime_ns
 
 
-class WarehouseResolver:
-    """Spark's warehouse layout: `db.name` -> `<warehouse>/<db>.db/<name>`, `default.name` -> `<warehouse>/<name>`;
-    a table is a Hudi table when `.hoodie/hoodie.properties` exists there. Tables created with LOCATION are
-    found through the registry first."""
+class DatabaseScope:
+    """What every resolver shares: the current database (a name, or Spark's `currentDatabase` when given a callable)
+    and the managed location `<database dir>/<name>` of a table; subclasses say where a database's directory is."""
 
-    def __init__(self, warehouse_dir: str | os.PathLike, current_db: str | Callable[[], str] = DEFAULT_DB):
-        self.warehouse = normalize_base_path(warehouse_dir)
+    def __init__(self, current_db: str | Callable[[], str] = DEFAULT_DB):
         self._current = current_db
-        self.registry = TableRegistry(self.warehouse)
 
     @property
     def current_database(self) -> str:
@@ -198,18 +195,32 @@ class WarehouseResolver:
         return (current or DEFAULT_DB).lower()
 
     def use(self, db: str) -> None:
-        if not callable(self._current):
+        if not callable(self._current):  # with Spark's currentDatabase, Spark's USE already switched
             self._current = db.lower()
+
+    def _db_dir(self, db: str) -> str:
+        raise NotImplementedError
+
+    def location_for(self, name: TableName) -> HudiTableRef:
+        db = name.db or self.current_database
+        return HudiTableRef(name=name.name, db=db, path=f"{self._db_dir(db)}/{name.name}")
+
+
+class WarehouseResolver(DatabaseScope):
+    """Spark's warehouse layout: `db.name` -> `<warehouse>/<db>.db/<name>`, `default.name` -> `<warehouse>/<name>`;
+    a table is a Hudi table when `.hoodie/hoodie.properties` exists there. Tables created with LOCATION are
+    found through the registry first."""
+
+    def __init__(self, warehouse_dir: str | os.PathLike, current_db: str | Callable[[], str] = DEFAULT_DB):
+        super().__init__(current_db)
+        self.warehouse = normalize_base_path(warehouse_dir)
+        self.registry = TableRegistry(self.warehouse)
 
     def _db_dir(self, db: str) -> str:
         return self.warehouse if db == DEFAULT_DB else f"{self.warehouse}/{db}.db"
 
     def database_exists(self, db: str) -> bool:
         return db.lower() == DEFAULT_DB or os.path.isdir(self._db_dir(db.lower()))
-
-    def location_for(self, name: TableName) -> HudiTableRef:
-        db = name.db or self.current_database
-        return HudiTableRef(name=name.name, db=db, path=f"{self._db_dir(db)}/{name.name}")
 
     def resolve(self, name: TableName) -> HudiTableRef | None:
         if name.path:

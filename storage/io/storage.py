@@ -74,12 +74,7 @@ class HoodieStorage:
         The content is written to a temporary file first and published with a hard link, which fails if
         the target exists: readers never see a half-written instant file.
         """
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{id(data)}.creating"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+        tmp = _write_synced(f"{path}.{os.getpid()}.{id(data)}.creating", data)
         try:
             os.link(tmp, path)
         except OSError as exc:
@@ -91,13 +86,7 @@ class HoodieStorage:
 
     def write_atomic(self, path: str, data: bytes) -> None:
         """Replace `path` with `data` atomically (write a temporary file, then rename over)."""
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        os.replace(_write_synced(f"{path}.{os.getpid()}.tmp", data), path)
 
     def copy(self, src: str, dst: str) -> None:
         shutil.copyfile(src, dst)
@@ -117,3 +106,14 @@ class HoodieStorage:
 
     def size(self, path: str) -> int:
         return os.path.getsize(path)
+
+
+def _write_synced(tmp: str, data: bytes) -> str:
+    """Write `data` to the temporary file `tmp` (creating its directory) and fsync it, so that publishing it by
+    link or rename never exposes a half-written file after a crash."""
+    os.makedirs(os.path.dirname(tmp), exist_ok=True)
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    return tmp

@@ -3,13 +3,11 @@ independently here, for the snapshot and for time travel to every earlier commit
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import textwrap
 
 import pyarrow.parquet as pq
 import pytest
 
+from crashing_writer import write_and_crash_before_commit
 from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 from storage.bloom import deserialize_bloom_filter
 from storage.table.fs_view import FileSystemView
@@ -260,15 +258,7 @@ def test_killed_writer_is_rolled_back_by_next_write(spark, tmp_path):
     path = tmp_path / "t9"
     opts = _opts("t9")
     _write(spark, path, [(1, "a", 1.0, 1, "d")], opts)
-    script = textwrap.dedent(f"""
-        import sqlext
-        spark = sqlext.session(master="local[1]", conf={{"spark.ui.enabled": "false"}})
-        df = spark.createDataFrame([(2, "b", 1.0, 1, "d"), (1, "a2", 1.0, 2, "d")], "{SCHEMA}")
-        df.write.format("hudi").options(**{opts!r}).mode("append").save({str(path)!r})
-    """)
-    env = {**os.environ, "HUDI_TEST_CRASH_BEFORE_COMMIT": "1"}
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(tmp_path), capture_output=True, timeout=300)
-    assert proc.returncode == 17, proc.stderr.decode()[-2000:]
+    write_and_crash_before_commit(path, [(2, "b", 1.0, 1, "d"), (1, "a2", 1.0, 2, "d")], SCHEMA, opts, tmp_path)
     meta = HoodieTableMetaClient.load(str(path))
     (pending,) = meta.timeline.pending().instants
     data_files = [f for f in os.listdir(path / "dt=d") if f.endswith(".parquet")]

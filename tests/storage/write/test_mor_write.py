@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from crashing_writer import write_and_crash_before_commit
 from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
 from storage.file_group.log_block import HoodieLogBlockType
 from storage.file_group.log_format import read_log_blocks
@@ -91,10 +92,6 @@ def test_mor_upserts_and_deletes(spark, tmp_path, partitioned):
 
 
 def test_killed_deltacommit_is_rolled_back_with_command_block(spark, tmp_path):
-    import subprocess
-    import sys
-    import textwrap
-
     from storage.avro.container import read_avro_container
 
     path = tmp_path / "k"
@@ -103,15 +100,7 @@ def test_killed_deltacommit_is_rolled_back_with_command_block(spark, tmp_path):
     b1 = [(1, "a", 1.0, 1, "d"), (2, "b", 1.0, 1, "d")]
     _write(spark, path, b1, opts)
     apply_batch(state, b1)
-    script = textwrap.dedent(f"""
-        import sqlext
-        spark = sqlext.session(master="local[1]", conf={{"spark.ui.enabled": "false"}})
-        df = spark.createDataFrame([(1, "a2", 1.0, 2, "d"), (9, "z", 1.0, 1, "d")], "{SCHEMA}")
-        df.write.format("hudi").options(**{opts!r}).mode("append").save({str(path)!r})
-    """)
-    env = {**os.environ, "HUDI_TEST_CRASH_BEFORE_COMMIT": "1"}
-    proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(tmp_path), capture_output=True, timeout=300)
-    assert proc.returncode == 17, proc.stderr.decode()[-2000:]
+    write_and_crash_before_commit(path, [(1, "a2", 1.0, 2, "d"), (9, "z", 1.0, 1, "d")], SCHEMA, opts, tmp_path)
     (pending,) = HoodieTableMetaClient.load(str(path)).timeline.pending().instants
     assert pending.action == "deltacommit"
     _check(path, state)  # the failed deltacommit's log blocks are not visible
