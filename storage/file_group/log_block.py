@@ -304,19 +304,31 @@ def _avro_content_prefix(content: bytes) -> tuple[int, int]:
 
 def avro_record_spans(content: bytes) -> list[tuple[int, int]]:
     """(start, end) of each record datum inside AVRO_DATA_BLOCK content, checked to tile the content exactly."""
+    starts, ends = avro_record_bounds(content)
+    return list(zip(starts.tolist(), ends.tolist()))
+
+
+def avro_record_bounds(content: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end offsets of the record datums inside AVRO_DATA_BLOCK content, checked to tile it exactly.
+
+    Each record is `<int32 length><datum>`, so finding the next one needs the length before it: the walk stays a
+    loop, kept to one unpack per record; the checks run on the arrays afterwards."""
     _, count = _avro_content_prefix(content)
-    spans, pos, size = [], 8, len(content)
-    for _ in range(count):
-        if pos + 4 > size:
-            raise HoodieCorruptedLogError(f"record length at {pos} runs past the content ({size} bytes)")
-        length = _INT32.unpack_from(content, pos)[0]
-        if length < 0 or pos + 4 + length > size:
-            raise HoodieCorruptedLogError(f"record of {length} bytes at {pos} runs past the content ({size} bytes)")
-        spans.append((pos + 4, pos + 4 + length))
-        pos += 4 + length
-    if pos != size:
-        raise HoodieCorruptedLogError(f"{size - pos} stray bytes after {count} records")
-    return spans
+    size = len(content)
+    unpack, starts, pos = _INT32.unpack_from, [0] * count, 8
+    try:
+        for i in range(count):
+            pos += 4 + unpack(content, pos)[0]  # a negative length walks back: caught below
+            starts[i] = pos
+    except struct.error:
+        raise HoodieCorruptedLogError(f"a record length runs past the content ({size} bytes)") from None
+    ends = np.array(starts, dtype=np.int64)
+    lengths = np.diff(ends, prepend=8) - 4  # the datum sizes, each starting 4 bytes after the previous end
+    if np.any(lengths < 0) or (count and (ends.min() < 8 or ends.max() > size)):
+        raise HoodieCorruptedLogError(f"a record length runs outside the content ({size} bytes)")
+    if (ends[-1] if count else 8) != size:
+        raise HoodieCorruptedLogError(f"{size - (ends[-1] if count else 8)} stray bytes after {count} records")
+    return ends - lengths, ends
 
 
 def split_avro_content(content: bytes, max_content_size: int) -> list[bytes]:
@@ -344,9 +356,9 @@ def decode_avro_records(content: bytes, writer_schema_json: str, reader_schema_j
     arrow_schema = _arrow_schema(reader_schema_json or writer_schema_json)
     fields = _flat_fields(writer_schema_json) if reader_schema_json is None and arrow_schema is not None else None
     if fields is not None:  # flat records: decoded column by column, no dict per record
-        spans = np.array(avro_record_spans(content), dtype=np.int64).reshape(-1, 2)
+        starts, ends = avro_record_bounds(content)
         try:
-            table = decode_flat(content, spans[:, 0], spans[:, 1], fields)
+            table = decode_flat(content, starts, ends, fields)
             return table.cast(arrow_schema)
         except (AvroDecodeMismatch, pa.ArrowInvalid) as exc:
             raise HoodieCorruptedLogError(f"undecodable avro records: {exc}") from exc

@@ -122,7 +122,11 @@ def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceRead
 def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
                                columns: Sequence[str] | None = None) -> tuple[pa.Table, LogScanStats]:
     full_schema = with_meta_columns(schema)
-    out_schema = full_schema if columns is None else pa.schema([f for f in full_schema if f.name in set(columns)])
+    if columns is None:
+        out_schema = full_schema
+    else:
+        wanted = set(columns)
+        out_schema = pa.schema([f for f in full_schema if f.name in wanted])
     merge_schema, ordering_field = _merge_schema(out_schema, full_schema, file_slice, ctx)
     scanner = HoodieMergedLogRecordScanner(
         [lf.path for lf in file_slice.sorted_log_files()], merge_schema, ctx.is_instant_visible,
