@@ -24,9 +24,10 @@ from pyspark.sql.types import (
 )
 
 from storage.meta_fields import META_COLUMNS, with_meta_columns
+from storage.exception import HoodieError
 
 
-class HiveSyncSchemaError(ValueError):
+class HiveSyncSchemaError(HoodieError, ValueError):
     """The table's schema cannot be synced (an incompatible type change)."""
 
 

@@ -54,6 +54,7 @@ from hmsclient.genthrift.hive_metastore.ttypes import (
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 from thrift.transport.TTransport import TTransportException
+from storage.exception import HoodieError
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +69,7 @@ HMS_MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
 # ----------------------------------------------------------------------------------------------
 # Errors
 # ----------------------------------------------------------------------------------------------
-class MetastoreError(RuntimeError):
+class MetastoreError(HoodieError, RuntimeError):
     """Base class for metastore problems raised by this module."""
 
 

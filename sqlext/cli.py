@@ -21,6 +21,7 @@ import logging
 import os
 import sys
 from typing import Iterable, TextIO
+from storage.exception import HoodieError
 
 log = logging.getLogger("sqlext.cli")
 
@@ -29,7 +30,7 @@ PROMPT, CONTINUATION = "sqlext> ", "     -> "
 HISTORY_FILE = os.path.expanduser("~/.sqlext_history")
 
 
-class CliError(Exception):
+class CliError(HoodieError):
     """A problem the user can fix (bad option, missing file): printed without a traceback."""
 
 
@@ -148,10 +149,10 @@ def print_result(df, fmt: str, out: TextIO, max_rows: int) -> None:
 # -- running statements ---------------------------------------------------------------------------------
 def error_text(exc: BaseException, statement=None) -> str:
     """`line L:C: message` for the user (positions relative to the whole script)."""
-    from sqlext.sql import HudiSqlError
+    from sqlext.sql import HoodieSqlError
     from sqlext.sql.assign import spark_message
 
-    if isinstance(exc, HudiSqlError):
+    if isinstance(exc, HoodieSqlError):
         message = exc.message
         line, col = exc.line, exc.col
         if line is not None and statement is not None:
@@ -164,12 +165,12 @@ def error_text(exc: BaseException, statement=None) -> str:
 
 def run_script(spark, text: str, fmt: str, out: TextIO, max_rows: int) -> int:
     """Run each statement of `text`, printing results; stop at the first error (exit code 1)."""
-    from sqlext.sql.errors import HudiSqlError
+    from sqlext.sql.errors import HoodieSqlError
     from sqlext.sql.splitter import split_statements
 
     try:
         statements = split_statements(text)
-    except HudiSqlError as exc:
+    except HoodieSqlError as exc:
         print(f"error: {error_text(exc)}", file=sys.stderr)
         return 1
     for statement in statements:

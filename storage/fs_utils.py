@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from storage.io.storage import FileAlreadyExistsError, HoodieStorage
+from storage.io.storage import HoodieFileAlreadyExistsError, HoodieStorage
 
 META_FOLDER = ".hoodie"
 TEMP_FOLDER = ".temp"
@@ -104,5 +104,5 @@ def write_partition_metadata(storage: HoodieStorage, base: str, partition_path: 
     text = f"#partition metadata\n#{now}\ncommitTime={instant_time}\npartitionDepth={depth}\n"
     try:
         storage.create(path, text.encode("utf-8"))
-    except FileAlreadyExistsError:
+    except HoodieFileAlreadyExistsError:
         pass

@@ -11,6 +11,20 @@ FIXTURE_DIR = Path(
 )
 
 
+def running_in_ci() -> bool:
+    """CI sets `CI=true` (as GitHub Actions and most CI systems do; `.ci/run` sets it too)."""
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
+
+
+def missing_fixtures_message() -> str | None:
+    """Why the Java fixture tables cannot be used, or None when they are there."""
+    if not FIXTURE_DIR.is_dir():
+        return f"fixture tables not found at {FIXTURE_DIR} (set HUDI_FIXTURES to their directory)"
+    if not any(FIXTURE_DIR.glob("*.zip")):
+        return f"no fixture tables (*.zip) in {FIXTURE_DIR}"
+    return None
+
+
 def fixture_names() -> list[str]:
     return sorted(p.stem for p in FIXTURE_DIR.glob("*.zip"))
 

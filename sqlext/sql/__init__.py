@@ -4,10 +4,10 @@ and `hudi_table_changes`) over Hudi tables; everything else goes to Spark unchan
 
 The planners (and the storage write path they use) load on first use of `install`.
 """
-from sqlext.sql.errors import HudiSqlError  # noqa: F401
+from sqlext.sql.errors import HoodieSqlError  # noqa: F401
 from sqlext.sql.resolver import HudiTableRef, TableName, TableResolver, WarehouseResolver  # noqa: F401
 
-__all__ = ["HudiSqlError", "HudiTableRef", "TableName", "TableResolver", "WarehouseResolver", "SqlFrontEnd",
+__all__ = ["HoodieSqlError", "HudiTableRef", "TableName", "TableResolver", "WarehouseResolver", "SqlFrontEnd",
            "install", "uninstall"]
 
 

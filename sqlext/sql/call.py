@@ -87,7 +87,7 @@ def parse_call(ctx, text: str) -> ParsedCall:
         raise _error(ctx, text, name_offset, f"unknown procedure namespace '{namespace}' (use system.{name} or {name})")
     parsed = ParsedCall(name, name_offset)
     pos += 1  # (
-    depth, current, start_tok = 0, [], None
+    depth, current, _start_tok = 0, [], None
     while True:
         tok = at(pos)
         if tok is None:
@@ -244,13 +244,13 @@ def _coerce(ctx, text: str, proc, param: registry.ProcedureParameter, arg: Argum
 
 
 def _error(ctx, text: str, offset: int, message: str):
-    from sqlext.sql.errors import HudiSqlError
+    from sqlext.sql.errors import HoodieSqlError
 
     offset = max(0, min(offset, len(text)))
     line = text.count("\n", 0, offset) + 1
     col = offset - (text.rfind("\n", 0, offset) + 1) + 1
     abs_line, abs_col = ctx.statement.position.absolute(line, col)
-    return HudiSqlError(message, line=abs_line, col=abs_col, statement=ctx.statement.text)
+    return HoodieSqlError(message, line=abs_line, col=abs_col, statement=ctx.statement.text)
 
 
 # -- what a procedure sees ---------------------------------------------------------------------------
@@ -271,10 +271,10 @@ class ProcedureCall:
         return self.ctx.resolver
 
     def error(self, message: str) -> Exception:
-        from sqlext.sql.errors import HudiSqlError
+        from sqlext.sql.errors import HoodieSqlError
 
         pos = self.ctx.statement.position
-        return HudiSqlError(f"CALL {self.proc.name}: {message}", line=pos.line, col=pos.col,
+        return HoodieSqlError(f"CALL {self.proc.name}: {message}", line=pos.line, col=pos.col,
                             statement=self.ctx.statement.text)
 
     def table_ref(self, table: str | None = None, path: str | None = None) -> HudiTableRef:

@@ -10,7 +10,7 @@ from typing import Callable
 from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 
-from sqlext.sql.errors import HudiSqlError, node_position
+from sqlext.sql.errors import HoodieSqlError, node_position
 from sqlext.sql.resolver import HudiTableRef, TableName, TableResolver
 from sqlext.sql.splitter import Statement
 from sqlext.sql.table import HudiTable
@@ -35,11 +35,11 @@ class PlanContext:
 
     # -- errors ----------------------------------------------------------------------------------
     def error(self, message: str, node: exp.Expression | None = None, *, table: str | None = None,
-              column: str | None = None) -> HudiSqlError:
+              column: str | None = None) -> HoodieSqlError:
         pos = node_position(node)
         line, col = self.statement.position.absolute(*pos) if pos else (self.statement.position.line,
                                                                           self.statement.position.col)
-        return HudiSqlError(message, line=line, col=col, table=table, column=column, statement=self.statement.text)
+        return HoodieSqlError(message, line=line, col=col, table=table, column=column, statement=self.statement.text)
 
     # -- tables ----------------------------------------------------------------------------------
     def resolve(self, node: exp.Table) -> HudiTableRef | None:

@@ -4,9 +4,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sqlglot import exp
+from storage.exception import HoodieError
 
 
-class HudiSqlError(ValueError):
+class HoodieSqlError(HoodieError, ValueError):
     """A statement was rejected or failed; the tables it names are unchanged.
 
     `line`/`col` are 1-based positions in the full SQL text given to `spark.sql` (None when unknown).

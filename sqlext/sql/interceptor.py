@@ -1,7 +1,7 @@
 """`install(spark, resolver)`: the SQL front door. `spark.sql` of that session (the instance attribute, not
 the class) splits a multi-statement string, parses each statement with sqlglot (spark dialect) and runs
 statements that touch Hudi tables through the planners; anything else reaches the original `spark.sql`
-unchanged. A failing statement raises `HudiSqlError` (with its line/column where known) and writes nothing;
+unchanged. A failing statement raises `HoodieSqlError` (with its line/column where known) and writes nothing;
 statements before it in the same string have run.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from sqlglot.errors import ParseError
 from sqlext.sql import alter, call, create, delete, drop, index, insert, merge, query, show, truncate, update
 from sqlext.sql.assign import spark_message
 from sqlext.sql.context import PlanContext
-from sqlext.sql.errors import HudiSqlError
+from sqlext.sql.errors import HoodieSqlError
 from sqlext.sql.relations import hudi_references
 from sqlext.sql.resolver import TableResolver, WarehouseResolver
 from sqlext.sql.result import empty_result
@@ -159,7 +159,7 @@ class SqlFrontEnd:
                 raise ctx.error(f"parameter markers are not supported in {planner.name} on Hudi tables", node)
             log.debug("%s statement at line %d runs through the Hudi planner", planner.name, statement.position.line)
             return planner.plan(ctx, node)
-        except HudiSqlError:
+        except HoodieSqlError:
             raise
         except Exception as exc:
             raise _wrap(ctx, node, exc) from exc
@@ -179,7 +179,7 @@ class SqlFrontEnd:
                 explained = query.explain(ctx, statement.text)
                 if explained is not None:
                     return explained
-        except HudiSqlError:
+        except HoodieSqlError:
             raise
         except Exception as exc:
             verb = statement.text.split(None, 1)[0].upper() if statement.text.strip() else "STATEMENT"
@@ -197,15 +197,15 @@ class SqlFrontEnd:
             first = parse_error.errors[0] if parse_error.errors else {}
             line, col = statement.position.absolute(first.get("line", 1), first.get("col", 1))
             near = first.get("highlight") or ""
-            raise HudiSqlError(f"syntax error{f' near {near!r}' if near else ''}: "
+            raise HoodieSqlError(f"syntax error{f' near {near!r}' if near else ''}: "
                                f"{first.get('description', str(parse_error))} (Spark: {spark_message(spark_exc)})",
                                line=line, col=col, statement=statement.text) from spark_exc
 
 
-_KEY_ERROR = re.compile(r"HoodieKeyException: ([^\n\"]*)")
+_KEY_ERROR = re.compile(r"HoodieKeyError: ([^\n\"]*)")
 
 
-def _wrap(ctx: PlanContext, node: exp.Expression, exc: Exception) -> HudiSqlError:
+def _wrap(ctx: PlanContext, node: exp.Expression, exc: Exception) -> HoodieSqlError:
     text = str(exc)
     found = _KEY_ERROR.search(text)
     column = None
@@ -231,7 +231,7 @@ def _wrap(ctx: PlanContext, node: exp.Expression, exc: Exception) -> HudiSqlErro
     spark_pos = _SPARK_POSITION.search(text) if where is None and not ctx.views else None
     if spark_pos:  # Spark's own position of the problem (0-based pos), relative to the statement it ran
         line, col = ctx.statement.position.absolute(int(spark_pos.group(1)), int(spark_pos.group(2)) + 1)
-        return HudiSqlError(f"{verb} failed: {message}", line=line, col=col, column=column,
+        return HoodieSqlError(f"{verb} failed: {message}", line=line, col=col, column=column,
                             statement=ctx.statement.text)
     return ctx.error(f"{verb} failed: {message}", where, column=column)
 

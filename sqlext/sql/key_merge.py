@@ -26,7 +26,7 @@ from sqlext.sql.table import HudiTable
 from storage.config import WriteConfigKeys as WK
 from storage.table.fs_view import FileSystemView
 from storage.timeline.instant import Action
-from storage.write.write_client import DuplicateKeyError, write_dataframe
+from storage.write.write_client import HoodieDuplicateKeyError, write_dataframe
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def run_key_merge(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: Ke
         opts[WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH.key] = "true"
     try:
         metadata = write_dataframe(ctx.spark, frame, table.ref.path, opts, require_unique_keys=True)
-    except DuplicateKeyError as exc:
+    except HoodieDuplicateKeyError as exc:
         log.info("%s on %s: %s; the general plan decides", verb, table.name, exc)
         return None
     counts = _counts(metadata, km.operation)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlext.sql.errors import HudiSqlError, Position
+from sqlext.sql.errors import HoodieSqlError, Position
 
 
 @dataclass(frozen=True)
@@ -62,7 +62,7 @@ def _skip_quoted(sql: str, i: int) -> int:
                 continue
             return j + 1
         j += 1
-    raise HudiSqlError(f"unterminated {'identifier' if quote == '`' else 'string'} starting here",
+    raise HoodieSqlError(f"unterminated {'identifier' if quote == '`' else 'string'} starting here",
                        **_line_col(sql, i))
 
 
@@ -77,7 +77,7 @@ def _skip_block_comment(sql: str, i: int) -> int:
                 return j
         else:
             j += 1
-    raise HudiSqlError("unterminated comment starting here", **_line_col(sql, i))
+    raise HoodieSqlError("unterminated comment starting here", **_line_col(sql, i))
 
 
 def _strip_leading_comments(sql: str) -> str:

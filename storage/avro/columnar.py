@@ -12,15 +12,12 @@ import json
 
 import numpy as np
 import pyarrow as pa
+from storage.exception import HoodieAvroDecodeError
 
 _ARROW = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
           "double": pa.float64(), "string": pa.string(), "bytes": pa.binary()}
 _FIXED = {"boolean": (1, np.uint8), "float": (4, np.dtype("<f4")), "double": (8, np.dtype("<f8"))}
 _MAX_VARINT = 10
-
-
-class AvroDecodeMismatch(ValueError):
-    """The records do not decode with the schema (corrupt data or a wrong schema)."""
 
 
 def flat_fields(schema_json: str | dict) -> list[tuple[str, str, int | None]] | None:
@@ -62,12 +59,12 @@ def decode_flat(content: bytes, starts: np.ndarray, ends: np.ndarray,
             index, pos = _varint(buf, pos)
             index = _zigzag(index)
             if np.any((index != 0) & (index != 1)):
-                raise AvroDecodeMismatch(f"field {name!r}: union branch out of range")
+                raise HoodieAvroDecodeError(f"field {name!r}: union branch out of range")
             valid = index == branch
         arrays.append(_column(buf, pos, kind, valid, name))
         names.append(name)
     if not np.array_equal(pos, ends):
-        raise AvroDecodeMismatch("records do not end where their lengths say")
+        raise HoodieAvroDecodeError("records do not end where their lengths say")
     return pa.Table.from_arrays(arrays, names=names)
 
 
@@ -93,7 +90,7 @@ def _column(buf: np.ndarray, pos: np.ndarray, kind: str, valid: np.ndarray | Non
         pos[take] = at + width
         if kind == "boolean":
             if np.any(values > 1):
-                raise AvroDecodeMismatch(f"field {name!r}: boolean byte out of range")
+                raise HoodieAvroDecodeError(f"field {name!r}: boolean byte out of range")
             return pa.array(values[:, 0].astype(bool), mask=None if valid is None else ~valid)
         return pa.Array.from_buffers(_ARROW[kind], n, [mask, pa.py_buffer(values.view(dtype).ravel())],
                                      null_count=nulls)
@@ -102,11 +99,11 @@ def _column(buf: np.ndarray, pos: np.ndarray, kind: str, valid: np.ndarray | Non
     lengths = np.zeros(n, np.int64)
     lengths[take] = _zigzag(raw)
     if np.any(lengths < 0):
-        raise AvroDecodeMismatch(f"field {name!r}: negative length")
+        raise HoodieAvroDecodeError(f"field {name!r}: negative length")
     present = lengths[take]
     ends = data_start + present
     if len(ends) and ends.max(initial=0) > len(buf) - _MAX_VARINT:
-        raise AvroDecodeMismatch(f"field {name!r}: value runs past the block")
+        raise HoodieAvroDecodeError(f"field {name!r}: value runs past the block")
     pos[take] = ends
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -136,7 +133,7 @@ def _varint(buf: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         idx = np.flatnonzero(active)
         active[idx[~still]] = False
     if active.any():
-        raise AvroDecodeMismatch("varint longer than 10 bytes")
+        raise HoodieAvroDecodeError("varint longer than 10 bytes")
     return value, pos + length
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from storage.avro.columnar import AvroDecodeMismatch, decode_flat, flat_fields
+from storage.avro.columnar import HoodieAvroDecodeError, decode_flat, flat_fields
 from storage.avro.encoding import encode_bytes, encode_long
 from storage.avro.schema_converter import (
     add_meta_fields,
@@ -32,12 +32,9 @@ from storage.avro.schema_converter import (
     avro_schema_to_json,
     avro_to_arrow_schema,
 )
+from storage.exception import HoodieCorruptedLogError
 
 logger = logging.getLogger(__name__)
-
-
-class HoodieCorruptedLogError(Exception):
-    """A log file or block is malformed (bad framing, truncated content, undecodable records)."""
 
 
 # ----------------------------------------------------------------------------------------------- enums
@@ -360,7 +357,7 @@ def decode_avro_records(content: bytes, writer_schema_json: str, reader_schema_j
         try:
             table = decode_flat(content, starts, ends, fields)
             return table.cast(arrow_schema)
-        except (AvroDecodeMismatch, pa.ArrowInvalid) as exc:
+        except (HoodieAvroDecodeError, pa.ArrowInvalid) as exc:
             raise HoodieCorruptedLogError(f"undecodable avro records: {exc}") from exc
     records = _decode_avro_dicts(content, writer_schema_json, reader_schema_json)
     try:

@@ -12,10 +12,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
-
-
-class FileAlreadyExistsError(FileExistsError):
-    pass
+from storage.exception import HoodieFileAlreadyExistsError
 
 
 def normalize_base_path(path: str | os.PathLike) -> str:
@@ -79,7 +76,7 @@ class HoodieStorage:
             os.link(tmp, path)
         except OSError as exc:
             if exc.errno == errno.EEXIST:
-                raise FileAlreadyExistsError(f"file already exists: {path}") from None
+                raise HoodieFileAlreadyExistsError(f"file already exists: {path}") from None
             raise
         finally:
             os.remove(tmp)

@@ -11,6 +11,7 @@ from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from storage.config import HoodieConfig, parse_list
+from storage.exception import HoodieKeyError
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_RECORDKEY_PLACEHOLDER = "__null__"
@@ -31,10 +32,6 @@ _CLASS_TO_TYPE = {
 }
 
 
-class HoodieKeyException(ValueError):
-    """A record key or partition path cannot be produced (missing field, null or empty key)."""
-
-
 def resolve_keygen_type(class_or_type: str | None, record_keys: list[str], partition_fields: list[str]) -> str:
     """The key generator type for a Hudi class name or type name, or the default for the fields given."""
     if class_or_type:
@@ -43,7 +40,7 @@ def resolve_keygen_type(class_or_type: str | None, record_keys: list[str], parti
             return _CLASS_TO_TYPE[simple]
         if simple.upper() in set(_CLASS_TO_TYPE.values()):
             return simple.upper()
-        raise HoodieKeyException(f"unsupported key generator {class_or_type!r}; supported: {sorted(set(_CLASS_TO_TYPE))}")
+        raise HoodieKeyError(f"unsupported key generator {class_or_type!r}; supported: {sorted(set(_CLASS_TO_TYPE))}")
     if not partition_fields:
         return "NON_PARTITION"
     if len(record_keys) > 1 or len(partition_fields) > 1:
@@ -64,12 +61,12 @@ class KeyGenerator:
     def record_key(self) -> Column:
         """`_hoodie_record_key`; fails the Spark job with a message naming the field for a null/empty key."""
         if not self.record_key_fields:
-            raise HoodieKeyException("no record key field configured (hoodie.datasource.write.recordkey.field)")
+            raise HoodieKeyError("no record key field configured (hoodie.datasource.write.recordkey.field)")
         if len(self.record_key_fields) == 1 and self.keygen_type != "COMPLEX":
             name = self.record_key_fields[0]
             value = _as_string(name)
             return F.when(value.isNull() | (value == ""), F.raise_error(
-                F.lit(f"HoodieKeyException: record key field '{name}' cannot be null or empty"))).otherwise(value)
+                F.lit(f"HoodieKeyError: record key field '{name}' cannot be null or empty"))).otherwise(value)
         parts = []
         for name in self.record_key_fields:
             value = _as_string(name)
@@ -82,7 +79,7 @@ class KeyGenerator:
             all_null = cond if all_null is None else (all_null & cond)
         joined = F.concat_ws(",", *parts)
         return F.when(all_null, F.raise_error(F.lit(
-            f"HoodieKeyException: all record key fields {self.record_key_fields} are null or empty"))).otherwise(joined)
+            f"HoodieKeyError: all record key fields {self.record_key_fields} are null or empty"))).otherwise(joined)
 
     # -- partition path --------------------------------------------------------------------------
     def partition_path(self) -> Column:
@@ -106,7 +103,7 @@ class KeyGenerator:
             value = escape_path_name(value)
         # a ".." segment would let a data value write files outside the table
         value = F.when(value.rlike(r"(^|/)\.\.(/|$)"), F.raise_error(F.concat(
-            F.lit(f"HoodieKeyException: partition field '{name}' value '"), value,
+            F.lit(f"HoodieKeyError: partition field '{name}' value '"), value,
             F.lit("' contains a '..' path segment")))).otherwise(value)
         return F.concat(F.lit(f"{name}="), value) if self.hive_style else value
 
@@ -125,7 +122,7 @@ class KeyGenerator:
             in_fmt = opts.get("hoodie.keygen.timebased.input.dateformat", "yyyy-MM-dd")
             moment = F.to_timestamp(col.cast("string"), in_fmt)
         else:
-            raise HoodieKeyException(f"unsupported hoodie.keygen.timebased.timestamp.type {ts_type!r}")
+            raise HoodieKeyError(f"unsupported hoodie.keygen.timebased.timestamp.type {ts_type!r}")
         tz = opts.get("hoodie.keygen.timebased.timezone") or opts.get("hoodie.keygen.timebased.output.timezone") or "UTC"
         return F.date_format(F.from_utc_timestamp(moment, tz) if tz.upper() != "UTC" else moment, out_fmt)
 
@@ -177,5 +174,5 @@ def partition_values_from_path(partition_path: str, fields: list[str], hive_styl
     return values
 
 
-__all__ = ["KeyGenerator", "HoodieKeyException", "create_key_generator", "resolve_keygen_type", "parse_list",
+__all__ = ["KeyGenerator", "HoodieKeyError", "create_key_generator", "resolve_keygen_type", "parse_list",
            "partition_values_from_path"]

@@ -29,6 +29,7 @@ import pyarrow.compute as pc
 
 from storage.arrow_util import constant_array, row_numbers
 from storage.meta_fields import IS_DELETED, RECORD_KEY
+from storage.exception import HoodieMergeError
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,6 @@ _COMMIT_TIME_PAYLOADS = ("OverwriteWithLatestAvroPayload", "OverwriteNonDefaults
 class RecordMergeMode(str, enum.Enum):
     EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
     COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
-
-
-class HoodieMergeError(ValueError):
-    pass
 
 
 def resolve_merge_mode(props: Mapping[str, str], ordering_field: str | None,

@@ -3,10 +3,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pyarrow.compute as pc
-
-
-class SchemaConformError(ValueError):
-    pass
+from storage.exception import HoodieSchemaConformError
 
 
 def conform_table(table: pa.Table, schema: pa.Schema, source: str = "") -> pa.Table:
@@ -33,7 +30,7 @@ def _cast(column: pa.ChunkedArray, field: pa.Field, source: str) -> pa.ChunkedAr
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
                 pass
         where = f" of {source}" if source else ""
-        raise SchemaConformError(f"column {field.name!r}{where} has type {column.type}, which does not convert to "
+        raise HoodieSchemaConformError(f"column {field.name!r}{where} has type {column.type}, which does not convert to "
                                  f"the table schema's {field.type}: {exc}") from exc
 
 

@@ -25,14 +25,11 @@ from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
 from storage.timeline.instant_time import normalize_instant_time
+from storage.exception import HoodieReadError
 
 log = logging.getLogger(__name__)
 
 PartitionFilter = Callable[[dict[str, str]], bool]
-
-
-class HoodieReadError(ValueError):
-    pass
 
 
 def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | None = None,

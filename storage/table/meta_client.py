@@ -9,7 +9,7 @@ from storage.fs_utils import META_FOLDER, TEMP_FOLDER
 from storage.io.storage import HoodieStorage, normalize_base_path
 from storage.table.table_config import (
     HoodieTableConfig,
-    TableNotFoundError,
+    HoodieTableNotFoundError,
     create_table_config,
     load_table_config,
     update_table_config,
@@ -47,7 +47,7 @@ class HoodieTableMetaClient:
         base = normalize_base_path(base_path)
         meta = f"{base}/{META_FOLDER}"
         if not storage.is_dir(meta):
-            raise TableNotFoundError(f"not a Hudi table: {base} has no {META_FOLDER} directory")
+            raise HoodieTableNotFoundError(f"not a Hudi table: {base} has no {META_FOLDER} directory")
         config = load_table_config(storage, meta)
         if config.version not in SUPPORTED_READ_VERSIONS:
             raise ValueError(f"table {base} has table version {config.version}; supported: {SUPPORTED_READ_VERSIONS}")

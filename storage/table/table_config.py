@@ -13,6 +13,7 @@ from typing import Mapping
 from storage.config import ConfigProperty, HoodieConfig, TableConfigKeys as K
 from storage.io.storage import HoodieStorage
 from storage.table.properties_file import format_properties, parse_properties
+from storage.exception import HoodieTableNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +30,6 @@ KEYGEN_CLASS_BY_TYPE = {
     "TIMESTAMP": "org.apache.hudi.keygen.TimestampBasedKeyGenerator",
     "CUSTOM": "org.apache.hudi.keygen.CustomKeyGenerator",
 }
-
-
-class TableNotFoundError(FileNotFoundError):
-    """The path is not a Hudi table (no readable `.hoodie/hoodie.properties`)."""
 
 
 def table_checksum(props: Mapping[str, str]) -> int:
@@ -140,7 +137,7 @@ def load_table_config(storage: HoodieStorage, meta_path: str) -> HoodieTableConf
     if props is None:
         props = _read_nonempty(storage, _backup_path(meta_path))
         if props is None:
-            raise TableNotFoundError(f"not a Hudi table: no readable {PROPERTIES_FILE} under {meta_path}")
+            raise HoodieTableNotFoundError(f"not a Hudi table: no readable {PROPERTIES_FILE} under {meta_path}")
         log.warning("recovering %s from its backup", _properties_path(meta_path))
         storage.write_atomic(_properties_path(meta_path), _serialize(props))
         storage.delete(_backup_path(meta_path))

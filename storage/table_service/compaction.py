@@ -35,14 +35,11 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.compaction_strategy import metrics_of, select_slices
 from storage.timeline.instant import Action
 from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
+from storage.exception import HoodieCompactionError
 
 log = logging.getLogger(__name__)
 
 PLAN_VERSION = 2  # CompactionPlanMigrator.LATEST_COMPACTION_METADATA_VERSION
-
-
-class CompactionError(ValueError):
-    pass
 
 
 def _meta_client(meta_client_or_path: HoodieTableMetaClient | str) -> HoodieTableMetaClient:
@@ -80,7 +77,7 @@ def read_plan(meta_client: HoodieTableMetaClient, instant_time: str) -> dict[str
     requested = next((i for i in timeline.all_files()
                       if i.timestamp == instant_time and i.action == Action.COMPACTION and i.is_requested), None)
     if requested is None:
-        raise CompactionError(f"no requested compaction {instant_time} in table {meta_client.base_path}")
+        raise HoodieCompactionError(f"no requested compaction {instant_time} in table {meta_client.base_path}")
     data = timeline.read_bytes(requested)
     return read_avro_container(data) if data else {"operations": []}
 
@@ -98,7 +95,7 @@ def schedule_compaction(meta_client_or_path: HoodieTableMetaClient | str,
     """Write `<t>.compaction.requested` with a plan; the instant time, or None if nothing needs compaction."""
     mc = _meta_client(meta_client_or_path)
     if not mc.table_config.is_mor:
-        raise CompactionError(f"compaction needs a MERGE_ON_READ table; {mc.base_path} is {mc.table_config.table_type}")
+        raise HoodieCompactionError(f"compaction needs a MERGE_ON_READ table; {mc.base_path} is {mc.table_config.table_type}")
     config = HoodieConfig.of({}, options or {})
     pending = _pending_compaction_file_groups(mc)
     view = FileSystemView(mc)
@@ -147,7 +144,7 @@ def should_schedule_inline(meta_client: HoodieTableMetaClient, options: dict[str
         return num_ok and time_ok
     if strategy == "NUM_OR_TIME":
         return num_ok or time_ok
-    raise CompactionError(f"unknown hoodie.compact.inline.trigger.strategy {strategy!r}; use NUM_COMMITS, "
+    raise HoodieCompactionError(f"unknown hoodie.compact.inline.trigger.strategy {strategy!r}; use NUM_COMMITS, "
                           "TIME_ELAPSED, NUM_AND_TIME or NUM_OR_TIME")
 
 
@@ -188,7 +185,7 @@ def run_compaction(spark, base_path: str, instant: str | None = None,
         if instant not in pending:
             done = any(i.timestamp == instant for i in mc.timeline.completed())
             state = "already completed" if done else "not a pending compaction"
-            raise CompactionError(f"compaction {instant} of {base_path} is {state}; pending compactions: "
+            raise HoodieCompactionError(f"compaction {instant} of {base_path} is {state}; pending compactions: "
                                   f"{', '.join(pending) or 'none'}")
         pending = [instant]
     completed = []

@@ -39,14 +39,11 @@ from storage.timeline.instant import Action, HoodieInstant
 from storage.write.handle import null_meta_fields, task_ids
 from storage.write.heartbeat import Heartbeat, is_writer_alive
 from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
+from storage.exception import HoodieCompactionExecutionError
 
 log = logging.getLogger(__name__)
 
 COMPACT_OPERATION = "COMPACT"  # WriteOperationType.COMPACT, as recorded in the commit metadata
-
-
-class CompactionExecutionError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -86,7 +83,7 @@ def _size(path: str) -> int:
     try:
         return os.path.getsize(path)
     except FileNotFoundError as exc:
-        raise CompactionExecutionError(f"compaction plan names {path}, which does not exist") from exc
+        raise HoodieCompactionExecutionError(f"compaction plan names {path}, which does not exist") from exc
 
 
 def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> HoodieWriteStat:
@@ -142,7 +139,7 @@ def _compaction_tasks(ctx: CompactionTaskContext):
 def _undo_failed_attempt(meta: HoodieTableMetaClient, instant: HoodieInstant) -> None:
     """An inflight compaction whose executor died: delete what it wrote and return it to requested."""
     if is_writer_alive(meta.storage, meta.meta_path, instant.timestamp):
-        raise CompactionExecutionError(f"compaction {instant.timestamp} of {meta.base_path} is being executed by "
+        raise HoodieCompactionExecutionError(f"compaction {instant.timestamp} of {meta.base_path} is being executed by "
                                        "another running process")
     marker_dir = meta.marker_dir(instant.timestamp)
     markers = list_markers(marker_dir)
@@ -160,7 +157,7 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
     timeline = meta.active_timeline
     pending = [i for i in timeline.timeline.pending() if i.timestamp == instant_time and i.action == Action.COMPACTION]
     if not pending:
-        raise CompactionExecutionError(f"no pending compaction {instant_time} in {meta.base_path}")
+        raise HoodieCompactionExecutionError(f"no pending compaction {instant_time} in {meta.base_path}")
     if pending[0].is_inflight:
         _undo_failed_attempt(meta, pending[0])
         timeline = meta.active_timeline
@@ -192,7 +189,7 @@ def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[F
     sample = next((s.base_file.path for s in slices if s.base_file is not None), None)
     schema = table_data_schema(meta, None, sample)
     if schema is None:
-        raise CompactionExecutionError(f"table {meta.base_path} has no schema to compact with")
+        raise HoodieCompactionExecutionError(f"table {meta.base_path} has no schema to compact with")
     config = HoodieConfig.of(dict(meta.table_config.props), options or {})
     return CompactionTaskContext(
         base_path=meta.base_path,

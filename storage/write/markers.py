@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass
 
 from storage.fs_utils import join_path
-from storage.io.storage import FileAlreadyExistsError, HoodieStorage
+from storage.io.storage import HoodieFileAlreadyExistsError, HoodieStorage
 
 MARKER_SUFFIX = ".marker."
 
@@ -34,7 +34,7 @@ def marker_path(marker_dir: str, partition_path: str, file_name: str, io_type: s
 def create_marker(storage: HoodieStorage, marker_dir: str, partition_path: str, file_name: str, io_type: str) -> None:
     try:
         storage.create(marker_path(marker_dir, partition_path, file_name, io_type))
-    except FileAlreadyExistsError:
+    except HoodieFileAlreadyExistsError:
         pass  # a retried task attempt writes the same marker
 
 

@@ -8,10 +8,7 @@ from __future__ import annotations
 import pyarrow as pa
 
 from storage.meta_fields import IS_DELETED, META_COLUMNS
-
-
-class SchemaCompatibilityError(ValueError):
-    pass
+from storage.exception import HoodieSchemaCompatibilityError
 
 
 _INT_RANK = {pa.int8(): 0, pa.int16(): 1, pa.int32(): 2, pa.int64(): 3}
@@ -59,7 +56,7 @@ def widen(column: str, table_type: pa.DataType, incoming: pa.DataType) -> pa.Dat
         return table_type if table_type.precision >= incoming.precision else incoming
     if pa.types.is_decimal(table_type) and incoming in _INT_RANK:
         return table_type
-    raise SchemaCompatibilityError(
+    raise HoodieSchemaCompatibilityError(
         f"incompatible schema: column '{column}' has type {table_type} in the table but {incoming} in the data"
     )
 

@@ -29,7 +29,7 @@ from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY, with_met
 from storage.io.base_file_writer import bloom_options_of
 from storage.io.storage import normalize_base_path
 from storage.keygen import KeyGenerator, create_key_generator
-from storage.keygen.key_generator import HoodieKeyException
+from storage.keygen.key_generator import HoodieKeyError
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
@@ -65,6 +65,7 @@ from storage.write.partitioner import (
 from storage.write.rollback import abort_write, rollback_failed_writes
 from storage.write.schema import data_schema, reconcile
 from storage.write.spark_partitioning import placement_keys
+from storage.exception import HoodieDuplicateKeyError, HoodieWriteError
 
 log = logging.getLogger(__name__)
 
@@ -76,19 +77,6 @@ _CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer
 
 
 _BROADCAST_MAX_RECORDS = 1_000_000  # incoming keys broadcast to the index lookup up to this batch size
-
-
-class HoodieWriteError(ValueError):
-    """A write was rejected; the table is unchanged."""
-
-
-class DuplicateKeyError(HoodieWriteError):
-    """A write that required unique keys (`require_unique_keys`) met a record key twice in its batch, or a key
-    stored in more than one place; raised before anything is written."""
-
-    def __init__(self, message: str, record_key: str | None = None, count: int = 0):
-        super().__init__(message)
-        self.record_key, self.count = record_key, count
 
 
 @dataclass
@@ -228,14 +216,14 @@ class HoodieWriteClient:
     def write(self, df: DataFrame, operation: str | None = None,
               require_unique_keys: bool = False) -> HoodieCommitMetadata | None:
         """`require_unique_keys`: instead of combining records that share a key, reject the batch (raise
-        `DuplicateKeyError` before anything is written); an upsert through a global index also rejects a key
+        `HoodieDuplicateKeyError` before anything is written); an upsert through a global index also rejects a key
         that is stored in more than one partition. SQL MERGE relies on it to run as a plain upsert."""
         op = WriteOperationType.parse(operation or self.config.get(WK.OPERATION))
         self.require_unique_keys = require_unique_keys
         table_cfg = self.meta_client.table_config if self.meta_client else None
         try:
             settings = _resolve_settings(self.config, table_cfg)
-        except HoodieKeyException as exc:
+        except HoodieKeyError as exc:
             raise HoodieWriteError(str(exc)) from None
         self.is_mor = settings.table_type == "MERGE_ON_READ"
         self._validate_input(df, settings, op)
@@ -329,7 +317,7 @@ class HoodieWriteClient:
             profile = self._profile(tagged) if op in (WriteOperationType.UPSERT, WriteOperationType.DELETE,
                                                        WriteOperationType.INSERT) else None
             if self.require_unique_keys and op is WriteOperationType.UPSERT and profile.written > sum(counts.values()):
-                raise DuplicateKeyError("a record key of the batch is stored in more than one partition: the index "
+                raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: the index "
                                         "lookup matched it more than once")
             plan = self._plan(op, tagged, profile, fs_view, counts)
             if len(plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
@@ -353,7 +341,7 @@ class HoodieWriteClient:
         if unique and rows:
             _, _, most, key = max(rows, key=lambda r: r[2])
             if most > 1:
-                raise DuplicateKeyError(f"record key '{key}' occurs {most} times in the batch", key, most)
+                raise HoodieDuplicateKeyError(f"record key '{key}' occurs {most} times in the batch", key, most)
         return {r[0]: r[1] for r in rows}
 
     def _init_table(self, settings: TableSettings, schema: pa.Schema) -> HoodieTableMetaClient:
@@ -645,7 +633,7 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
 
 def _plain_error(exc: Exception) -> Exception:
     text = str(exc)
-    for marker in ("HoodieKeyException:",):
+    for marker in ("HoodieKeyError:",):
         if marker in text:
             line = text[text.index(marker):].splitlines()[0]
             return HoodieWriteError(line.rstrip(". "))

@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows  # noqa: E402
 
 from conftest import SEED_ROWS
-from sqlext.sql import HudiSqlError
+from sqlext.sql import HoodieSqlError
 from storage.table.meta_client import HoodieTableMetaClient
 
 
@@ -45,7 +45,7 @@ def test_add_columns_is_read_by_hudi_rs(hudi_sql, seeded):
     for bad, message in [("ALTER TABLE t ADD COLUMNS (price DOUBLE)", "column 'price' already exists"),
                          ("ALTER TABLE t ADD COLUMNS (x INT NOT NULL)", "cannot be NOT NULL"),
                          ("ALTER TABLE t ALTER COLUMN price TYPE BIGINT", "not supported on Hudi tables")]:
-        with pytest.raises(HudiSqlError, match=message):
+        with pytest.raises(HoodieSqlError, match=message):
             hudi_sql.sql(bad)
     assert _instants(path) == before
 
@@ -75,16 +75,16 @@ def test_set_unset_tblproperties(hudi_sql, seeded):
         [("hoodie.keep.min.commits", "7")]
     hudi_sql.sql("ALTER TABLE t UNSET TBLPROPERTIES ('hoodie.keep.min.commits')")
     assert "hoodie.keep.min.commits" not in _props(path)
-    with pytest.raises(HudiSqlError, match="has no property 'hoodie.keep.min.commits'"):
+    with pytest.raises(HoodieSqlError, match="has no property 'hoodie.keep.min.commits'"):
         hudi_sql.sql("ALTER TABLE t UNSET TBLPROPERTIES ('hoodie.keep.min.commits')")
     hudi_sql.sql("ALTER TABLE t UNSET TBLPROPERTIES IF EXISTS ('hoodie.keep.min.commits')")
     before = _props(path)
     for bad in ("ALTER TABLE t SET TBLPROPERTIES (primaryKey = 'name')",
                 "ALTER TABLE t SET TBLPROPERTIES ('hoodie.table.type' = 'MERGE_ON_READ')",
                 "ALTER TABLE t UNSET TBLPROPERTIES ('hoodie.table.precombine.field')"):
-        with pytest.raises(HudiSqlError, match="fixed when the table is created"):
+        with pytest.raises(HoodieSqlError, match="fixed when the table is created"):
             hudi_sql.sql(bad)
-    with pytest.raises(HudiSqlError, match="record merger com.acme.MyMerger is not supported"):
+    with pytest.raises(HoodieSqlError, match="record merger com.acme.MyMerger is not supported"):
         hudi_sql.sql("ALTER TABLE t SET TBLPROPERTIES ('hoodie.record.merger.impls' = 'com.acme.MyMerger')")
     assert _props(path) == before
 
@@ -107,7 +107,7 @@ def test_truncate_and_show_partitions(hudi_sql, seeded):
     assert sorted(r["id"] for r in hudi_rs_read(path, as_of=before_truncate).to_pylist()) == [3, 4]
     hudi_sql.sql("INSERT INTO t VALUES (8, 'h', 8.0, 1, 'p1')")
     assert [r["id"] for r in hudi_rs_read(path).to_pylist()] == [8]
-    with pytest.raises(HudiSqlError, match="'name' is not a partition column"):
+    with pytest.raises(HoodieSqlError, match="'name' is not a partition column"):
         hudi_sql.sql("TRUNCATE TABLE t PARTITION (name = 'a')")
 
 
@@ -152,7 +152,7 @@ def test_rename_without_metastore(hudi_sql, seeded):
     with pytest.raises(Exception, match="t"):
         hudi_sql.sql("SELECT * FROM t").collect()
     seeded("t3")
-    with pytest.raises(HudiSqlError, match="already exists"):
+    with pytest.raises(HoodieSqlError, match="already exists"):
         hudi_sql.sql("ALTER TABLE t2 RENAME TO t3")
 
 

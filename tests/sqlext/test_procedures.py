@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows  # noqa: E402
 
-from sqlext.sql import HudiSqlError
+from sqlext.sql import HoodieSqlError
 from storage.fs_utils import parse_base_file_name
 from storage.table.table_config import load_table_config
 from storage.io.storage import HoodieStorage
@@ -108,7 +108,7 @@ def test_commit_detail_procedures_name_the_files_on_disk(hudi_sql, hist):
     meta_rows = hudi_sql.sql("CALL show_commits_metadata(table => 'h', limit => 100)").collect()
     assert {r.commit_time for r in meta_rows} == set(_rs_commits(hist))
     assert {(r.partition, r.file_id) for r in meta_rows if r.commit_time == latest} == written
-    with pytest.raises(HudiSqlError, match="show_commit_files: commit 20000101000000000 not found"):
+    with pytest.raises(HoodieSqlError, match="show_commit_files: commit 20000101000000000 not found"):
         hudi_sql.sql("CALL show_commit_files(table => 'h', instant_time => '20000101000000000')")
 
 
@@ -143,7 +143,7 @@ def test_copy_to_temp_view_reads_like_hudi_rs(hudi_sql, hist):
     assert spark_rows(hudi_sql.sql("SELECT * FROM h_now")) == arrow_rows(hudi_rs_read(hist))
     hudi_sql.sql(f"CALL copy_to_temp_view(table => 'h', view_name => 'h_then', as_of_instant => '{first}')")
     assert spark_rows(hudi_sql.sql("SELECT * FROM h_then")) == arrow_rows(hudi_rs_read(hist, as_of=first))
-    with pytest.raises(HudiSqlError, match="cannot create view 'h_now'"):
+    with pytest.raises(HoodieSqlError, match="cannot create view 'h_now'"):
         hudi_sql.sql("CALL copy_to_temp_view(table => 'h', view_name => 'h_now')")
     hudi_sql.sql("CALL copy_to_temp_view(table => 'h', view_name => 'h_now', replace => true, "
                  f"as_of_instant => '{first}')")
@@ -155,7 +155,7 @@ def test_copy_to_temp_view_reads_like_hudi_rs(hudi_sql, hist):
 def test_rollback_to_instant_restores_the_previous_snapshot(hudi_sql, hist):
     commits = _rs_commits(hist)
     before = arrow_rows(hudi_rs_read(hist, as_of=commits[-2]))
-    with pytest.raises(HudiSqlError, match=f"found commits after time {commits[0]}"):
+    with pytest.raises(HoodieSqlError, match=f"found commits after time {commits[0]}"):
         hudi_sql.sql(f"CALL rollback_to_instant(table => 'h', instant_time => '{commits[0]}')")
     assert _rs_commits(hist) == commits  # refused: nothing changed
     files_before = _base_files(hist)
@@ -205,12 +205,12 @@ def test_call_errors_name_the_procedure_and_argument(hudi_sql, hist):
         ("CALL foo.show_commits(table => 'h')", r"unknown procedure namespace 'foo'", None),
     ]
     for sql, message, position in cases:
-        with pytest.raises(HudiSqlError, match=message) as info:
+        with pytest.raises(HoodieSqlError, match=message) as info:
             hudi_sql.sql(sql)
         if position:
             assert (info.value.line, info.value.col) == position, sql
     # a later statement in a multi-statement string: position in the whole text
-    with pytest.raises(HudiSqlError) as info:
+    with pytest.raises(HoodieSqlError) as info:
         hudi_sql.sql("SELECT 1;\nCALL show_commits(table => 'h', bogus => 1)")
     assert (info.value.line, info.value.col) == (2, 33)
 
@@ -222,7 +222,7 @@ def test_help_lists_procedures_and_parameters(hudi_sql):
         assert f"\t{name}\t" in text
     detail = hudi_sql.sql("CALL help(cmd => 'show_commit_files')").collect()[0][0]
     assert "instant_time" in detail and "file_size" in detail and "total_records_written" in detail
-    with pytest.raises(HudiSqlError, match="can not find nope command"):
+    with pytest.raises(HoodieSqlError, match="can not find nope command"):
         hudi_sql.sql("CALL help(cmd => 'nope')")
 
 
@@ -236,7 +236,7 @@ def test_hive_sync_procedure_registers_partitions(spark, hms_db):
         rows = spark.sql(f"CALL hive_sync(table => '{db}.synced')").collect()
         assert [(r.result, r.synced_table, r.added_partitions) for r in rows] == [(True, f"{db}.synced", 2)]
         assert sorted("/".join(p.values) for p in client.get_partitions(db, "synced")) == ["p1", "p2"]
-    with pytest.raises(HudiSqlError, match="hive_sync: table 'nosuch' does not exist"):
+    with pytest.raises(HoodieSqlError, match="hive_sync: table 'nosuch' does not exist"):
         spark.sql("CALL hive_sync(table => 'nosuch')")
 
 
@@ -250,9 +250,9 @@ def test_compaction_procedures(hudi_sql, tmp_path):
     instant = scheduled[0].timestamp
     shown = hudi_sql.sql("CALL show_compaction(table => 'm')").collect()
     assert {(r.compaction_time, r.state) for r in shown} == {(instant, "REQUESTED")}
-    with pytest.raises(HudiSqlError, match="op 'compact'"):
+    with pytest.raises(HoodieSqlError, match="op 'compact'"):
         hudi_sql.sql("CALL run_compaction(op => 'compact', table => 'm')")
-    with pytest.raises(HudiSqlError, match="copy-on-write"):
+    with pytest.raises(HoodieSqlError, match="copy-on-write"):
         hudi_sql.sql(DDL.format(name="c", extra="") + "; CALL run_compaction(op => 'run', table => 'c')")
     ran = hudi_sql.sql(f"CALL run_compaction(op => 'run', path => '{path}', timestamp => {instant})").collect()
     assert [(r.timestamp, r.state) for r in ran] == [(instant, "COMPLETED")]

@@ -1,4 +1,4 @@
-from sqlext.sql.errors import HudiSqlError
+from sqlext.sql.errors import HoodieSqlError
 from sqlext.sql.splitter import split_statements
 
 import pytest
@@ -31,6 +31,6 @@ def test_script_block_is_kept_whole():
 
 @pytest.mark.parametrize("sql", ["SELECT 'open", "SELECT 1 /* open", "SELECT `open"])
 def test_unterminated_input_is_reported_with_position(sql):
-    with pytest.raises(HudiSqlError) as info:
+    with pytest.raises(HoodieSqlError) as info:
         split_statements("SELECT 1;\n" + sql)
     assert info.value.line == 2

@@ -8,7 +8,7 @@ import pytest
 
 from conftest import COLUMNS, SEED_ROWS, values_sql
 from hudi_oracle import arrow_rows, hudi_rs_read, rows
-from sqlext.sql import HudiSqlError
+from sqlext.sql import HoodieSqlError
 from storage.table.meta_client import HoodieTableMetaClient
 
 SRC_SCHEMA = "id INT, name STRING, price DOUBLE, ts BIGINT, dt STRING, op STRING"
@@ -92,7 +92,7 @@ def test_cardinality_violation_fails_in_both_and_writes_nothing(hudi_sql, seeded
         _duck(statement, source)
     path = seeded("t")
     before = HoodieTableMetaClient.load(path).timeline.completed().timestamps()
-    with pytest.raises(HudiSqlError, match="matches 2 source rows") as info:
+    with pytest.raises(HoodieSqlError, match="matches 2 source rows") as info:
         _ours(hudi_sql, statement, source)
     assert info.value.table == "default.t" and info.value.line == 1
     assert HoodieTableMetaClient.load(path).timeline.completed().timestamps() == before
@@ -185,7 +185,7 @@ def test_merge_by_record_key_cardinality_violation_writes_nothing(hudi_sql, ware
     _make_table(hudi_sql, "t", table_type, None)
     source = [(1, "x", 1.0, 2, "p1", "a"), (1, "y", 2.0, 2, "p1", "b")]
     before = HoodieTableMetaClient.load(str(warehouse / "t")).timeline.completed().timestamps()
-    with pytest.raises(HudiSqlError, match="matches 2 source rows"):
+    with pytest.raises(HoodieSqlError, match="matches 2 source rows"):
         _ours(hudi_sql, f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", source)
     meta = HoodieTableMetaClient.load(str(warehouse / "t"))
     assert meta.timeline.completed().timestamps() == before

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from sqlext.sql import HudiSqlError
+from sqlext.sql import HoodieSqlError
 from storage.table.meta_client import HoodieTableMetaClient
 from test_sql_dml_oracle import SOURCE, SRC_SCHEMA
 
@@ -43,7 +43,7 @@ def test_bad_statement_is_rejected_clearly_and_changes_nothing(hudi_sql, seeded,
     path = seeded("t")
     hudi_sql.createDataFrame(SOURCE, SRC_SCHEMA).createOrReplaceTempView("src")
     before = _state(hudi_sql, path)
-    with pytest.raises(HudiSqlError, match=pattern) as info:
+    with pytest.raises(HoodieSqlError, match=pattern) as info:
         hudi_sql.sql(statement).collect()
     err = info.value
     if column:
@@ -57,9 +57,9 @@ def test_unknown_tables_are_named(hudi_sql, seeded):
     seeded("t")
     with pytest.raises(Exception, match="nosuch"):
         hudi_sql.sql("UPDATE nosuch SET a = 1")
-    with pytest.raises(HudiSqlError, match="nosuch"):
+    with pytest.raises(HoodieSqlError, match="nosuch"):
         hudi_sql.sql("SELECT * FROM t JOIN nosuch ON t.id = nosuch.id")
-    with pytest.raises(HudiSqlError, match="hudi_table_changes: table nope"):
+    with pytest.raises(HoodieSqlError, match="hudi_table_changes: table nope"):
         hudi_sql.sql("SELECT * FROM hudi_table_changes('nope', 'latest_state', 'earliest')")
 
 
@@ -67,7 +67,7 @@ def test_null_record_key_fails_the_write_and_names_the_column(hudi_sql, seeded):
     path = seeded("t")
     hudi_sql.createDataFrame([(None, "n", 1.0, 2, "p1", "x")], SRC_SCHEMA).createOrReplaceTempView("src")
     before = _state(hudi_sql, path)
-    with pytest.raises(HudiSqlError, match="record key field 'id' cannot be null") as info:
+    with pytest.raises(HoodieSqlError, match="record key field 'id' cannot be null") as info:
         hudi_sql.sql("MERGE INTO t USING src s ON t.id = s.id WHEN NOT MATCHED THEN INSERT (id, name, dt) "
                      "VALUES (s.id, s.name, s.dt)")
     assert info.value.column == "id"
@@ -77,14 +77,14 @@ def test_null_record_key_fails_the_write_and_names_the_column(hudi_sql, seeded):
 def test_duplicate_key_rules(hudi_sql, seeded):
     path = seeded("t")
     before = _state(hudi_sql, path)
-    with pytest.raises(HudiSqlError, match="record key '2' .*already exists"):
+    with pytest.raises(HoodieSqlError, match="record key '2' .*already exists"):
         hudi_sql.sql("UPDATE t SET id = 2 WHERE id = 1")                   # would land on a row that stays
-    with pytest.raises(HudiSqlError, match="write 2 rows with the same record key"):
+    with pytest.raises(HoodieSqlError, match="write 2 rows with the same record key"):
         hudi_sql.sql("UPDATE t SET id = 9 WHERE dt = 'p1'")
     hudi_sql.conf.set("hoodie.spark.sql.insert.into.operation", "insert")
     hudi_sql.conf.set("hoodie.datasource.insert.dup.policy", "fail")
     try:
-        with pytest.raises(HudiSqlError, match="record key '2' already exists"):
+        with pytest.raises(HoodieSqlError, match="record key '2' already exists"):
             hudi_sql.sql("INSERT INTO t VALUES (2, 'dup', 1.0, 9, 'p1'), (8, 'new', 1.0, 9, 'p1')")
         assert _state(hudi_sql, path) == before
         hudi_sql.conf.set("hoodie.datasource.insert.dup.policy", "drop")
@@ -111,7 +111,7 @@ def test_merge_inserts_that_land_on_stored_rows_are_refused(hudi_sql, seeded):
         "MERGE INTO t USING src s ON t.id = s.id + 100 WHEN NOT MATCHED THEN INSERT (id, name, price, ts, dt) "
         "VALUES (s.id, s.name, s.price, s.ts, s.dt)",
     ):
-        with pytest.raises(HudiSqlError, match="record key '2' .*already exists"):
+        with pytest.raises(HoodieSqlError, match="record key '2' .*already exists"):
             hudi_sql.sql(statement)
         assert _state(hudi_sql, path) == before
 
@@ -136,7 +136,7 @@ def test_inserts_are_new_is_decided_from_the_statement(hudi_sql, seeded, stateme
     class Ctx:  # the clause parser needs only error reporting from its context
         @staticmethod
         def error(message, *_a, **_k):
-            return HudiSqlError(message)
+            return HoodieSqlError(message)
 
     path = seeded("t")
     node = sqlglot.parse_one(statement, read="spark")

@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hudi_oracle import hudi_rs_read  # noqa: E402
 
 from conftest import SEED_ROWS
-from sqlext.sql import HudiSqlError
+from sqlext.sql import HoodieSqlError
 
 INSERT_AS_INSERT = "'hoodie.spark.sql.insert.into.operation' = 'insert'"
 
@@ -36,14 +36,14 @@ def test_insert_dup_policy_drop_and_fail(hudi_sql, seeded):
     assert _by_id(path) == expected  # the duplicate of key 1 was dropped, not upserted
     hudi_sql.sql("ALTER TABLE t SET TBLPROPERTIES ('hoodie.datasource.insert.dup.policy' = 'fail')")
     before = _instants(path)
-    with pytest.raises(HudiSqlError, match=r"record key '2' already exists \(hoodie.datasource.insert.dup.policy="
+    with pytest.raises(HoodieSqlError, match=r"record key '2' already exists \(hoodie.datasource.insert.dup.policy="
                                            r"fail\)\. Nothing was written"):
         hudi_sql.sql("INSERT INTO t VALUES (7, 'g', 1.0, 1, 'p1'), (2, 'dup', 1.0, 9, 'p1')")
     assert _instants(path) == before and _by_id(path) == expected
     hudi_sql.sql("INSERT INTO t VALUES (7, 'g', 1.0, 1, 'p1')")
     assert _by_id(path) == expected | {7: "g"}
     hudi_sql.sql("ALTER TABLE t SET TBLPROPERTIES ('hoodie.datasource.insert.dup.policy' = 'sometimes')")
-    with pytest.raises(HudiSqlError, match="expected none, drop or fail"):
+    with pytest.raises(HoodieSqlError, match="expected none, drop or fail"):
         hudi_sql.sql("INSERT INTO t VALUES (8, 'h', 1.0, 1, 'p1')")
 
 
@@ -68,7 +68,7 @@ def test_java_class_properties(hudi_sql, warehouse, caplog):
          "PartialUpdateAvroPayload is not supported"),
     ]
     for prop, message in rejected:
-        with pytest.raises(HudiSqlError, match=message):
+        with pytest.raises(HoodieSqlError, match=message):
             hudi_sql.sql(f"CREATE TABLE bad (id INT) USING hudi TBLPROPERTIES (primaryKey = 'id', {prop})")
         assert not (warehouse / "bad").exists()
 
@@ -83,5 +83,5 @@ def test_create_and_drop_index_are_accepted_without_effect(hudi_sql, seeded, cap
     warned = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
     assert len(warned) == 3 and "price_idx on default.t" in warned[1] and "name_idx on default.t" in warned[2]
     assert _instants(path) == before and _by_id(path) == {r[0]: r[1] for r in SEED_ROWS}
-    with pytest.raises(HudiSqlError, match="'nope' is not a column of default.t"):
+    with pytest.raises(HoodieSqlError, match="'nope' is not a column of default.t"):
         hudi_sql.sql("CREATE INDEX bad_idx ON t USING column_stats (nope) OPTIONS (a = 'b')")

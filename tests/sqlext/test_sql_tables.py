@@ -8,7 +8,7 @@ import os
 import pytest
 
 from conftest import SEED_ROWS
-from sqlext.sql import HudiSqlError, WarehouseResolver
+from sqlext.sql import HoodieSqlError, WarehouseResolver
 from storage.table.meta_client import HoodieTableMetaClient
 
 
@@ -34,7 +34,7 @@ def test_create_table_writes_an_empty_table_on_disk(hudi_sql, warehouse, tmp_pat
     assert registry["tables"]["sqlext_test_db.events"]["path"] == str(location)
     # IF NOT EXISTS on an existing table is a no-op; without it, an error
     hudi_sql.sql("CREATE TABLE IF NOT EXISTS sqlext_test_db.events (id INT) USING hudi TBLPROPERTIES (primaryKey='id')")
-    with pytest.raises(HudiSqlError, match="already exists"):
+    with pytest.raises(HoodieSqlError, match="already exists"):
         hudi_sql.sql("CREATE TABLE sqlext_test_db.events (id INT) USING hudi TBLPROPERTIES (primaryKey='id')")
     # a new resolver (a new session) finds it through the registry, and by path
     from sqlext.sql import install
@@ -49,12 +49,12 @@ def test_create_table_writes_an_empty_table_on_disk(hudi_sql, warehouse, tmp_pat
 
 
 def test_create_needs_a_primary_key_and_leaves_nothing_behind(hudi_sql, warehouse):
-    with pytest.raises(HudiSqlError, match="needs a primary key") as info:
+    with pytest.raises(HoodieSqlError, match="needs a primary key") as info:
         hudi_sql.sql("CREATE TABLE nokey (id INT, v STRING) USING hudi")
     assert info.value.table == "default.nokey"
-    with pytest.raises(HudiSqlError, match="primaryKey column 'idx'"):
+    with pytest.raises(HoodieSqlError, match="primaryKey column 'idx'"):
         hudi_sql.sql("CREATE TABLE badkey (id INT) USING hudi TBLPROPERTIES (primaryKey = 'idx')")
-    with pytest.raises(HudiSqlError, match="database 'nodb' does not exist"):
+    with pytest.raises(HoodieSqlError, match="database 'nodb' does not exist"):
         hudi_sql.sql("CREATE TABLE nodb.t (id INT) USING hudi TBLPROPERTIES (primaryKey = 'id')")
     assert not (warehouse / "nokey").exists() and not (warehouse / "badkey").exists()
 
@@ -109,7 +109,7 @@ def test_multi_statement_time_travel_and_table_changes(hudi_sql, warehouse):
     assert [tuple(r) for r in changes.collect()] == [(1, "uno", second)]
     everything = hudi_sql.sql("SELECT id FROM hudi_table_changes('default.tt', 'latest_state', 'earliest')")
     assert _rows(everything) == [(1,), (2,)]
-    with pytest.raises(HudiSqlError, match=r"VERSION AS OF 3: table default.tt has 2 completed commits") as info:
+    with pytest.raises(HoodieSqlError, match=r"VERSION AS OF 3: table default.tt has 2 completed commits") as info:
         hudi_sql.sql("SELECT 1;\nSELECT * FROM tt VERSION AS OF 3")
     assert (info.value.line, info.value.col) == (2, 32)
 

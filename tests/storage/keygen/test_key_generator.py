@@ -4,7 +4,7 @@ import pytest
 from storage.config import HoodieConfig
 from storage.keygen import create_key_generator
 from storage.keygen.key_generator import (
-    HoodieKeyException,
+    HoodieKeyError,
     partition_values_from_path,
     resolve_keygen_type,
 )
@@ -83,7 +83,7 @@ def test_keygen_type_resolution():
     assert resolve_keygen_type(None, ["id", "x"], ["dt"]) == "COMPLEX"
     assert resolve_keygen_type(None, ["id"], []) == "NON_PARTITION"
     assert resolve_keygen_type("org.apache.hudi.keygen.TimestampBasedAvroKeyGenerator", ["id"], ["ts"]) == "TIMESTAMP"
-    with pytest.raises(HoodieKeyException, match="unsupported key generator 'com.acme.MyKeyGen'"):
+    with pytest.raises(HoodieKeyError, match="unsupported key generator 'com.acme.MyKeyGen'"):
         resolve_keygen_type("com.acme.MyKeyGen", ["id"], ["dt"])
 
 

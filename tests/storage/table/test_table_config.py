@@ -6,7 +6,7 @@ from storage.io.storage import HoodieStorage
 from storage.table.properties_file import format_properties, parse_properties
 from storage.table.table_config import (
     HoodieTableConfig,
-    TableNotFoundError,
+    HoodieTableNotFoundError,
     create_table_config,
     load_table_config,
     table_checksum,
@@ -65,5 +65,5 @@ def test_recovers_from_backup(tmp_path, damage):
 
 
 def test_not_a_table(tmp_path):
-    with pytest.raises(TableNotFoundError, match="not a Hudi table"):
+    with pytest.raises(HoodieTableNotFoundError, match="not a Hudi table"):
         load_table_config(HoodieStorage(), str(tmp_path))

@@ -11,7 +11,7 @@ from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service import compactor
-from storage.table_service.compaction import CompactionError, run_compaction, schedule_compaction, show_compaction
+from storage.table_service.compaction import HoodieCompactionError, run_compaction, schedule_compaction, show_compaction
 
 SCHEMA = "id int, name string, price double, ts long, dt string"
 COLS = ["id", "name", "price", "ts", "dt"]
@@ -128,7 +128,7 @@ def test_failed_compaction_changes_nothing_and_is_redone(spark, tmp_path, monkey
     for f in written:  # the failed attempt's files were removed before the plan ran again
         assert not os.path.exists(f)
     assert _ours(spark, path) == _expected(state) == arrow_rows(hudi_rs_read(str(path)), COLS)
-    with pytest.raises(CompactionError, match="already completed"):
+    with pytest.raises(HoodieCompactionError, match="already completed"):
         run_compaction(spark, str(path), instant)
 
 
@@ -147,7 +147,7 @@ def test_inline_compaction_after_n_deltacommits(spark, tmp_path):
 
 
 def test_operation_slice_names_a_missing_file(tmp_path):
-    with pytest.raises(compactor.CompactionExecutionError, match="does not exist"):
+    with pytest.raises(compactor.HoodieCompactionExecutionError, match="does not exist"):
         compactor.operation_slice(str(tmp_path), {"partitionPath": "p", "fileId": "f", "baseInstantTime": "1",
                                                   "dataFilePath": None, "deltaFilePaths": [".f_1.log.1_0-1-1"]})
 

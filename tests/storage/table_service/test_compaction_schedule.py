@@ -5,7 +5,7 @@ import pytest
 
 from storage.avro.container import read_avro_container
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.table_service.compaction import CompactionError, schedule_compaction, show_compaction
+from storage.table_service.compaction import HoodieCompactionError, schedule_compaction, show_compaction
 from tests.hudi_oracle import hudi_rs_read
 
 
@@ -43,7 +43,7 @@ def test_schedule_writes_avro_plan_of_slices_with_logs(mor_copy):
 def test_schedule_rejects_cow(fixture_table, tmp_path):
     dst = tmp_path / "c"
     shutil.copytree(fixture_table("sample_cow_v6_nonpartitioned"), dst)
-    with pytest.raises(CompactionError, match="MERGE_ON_READ"):
+    with pytest.raises(HoodieCompactionError, match="MERGE_ON_READ"):
         schedule_compaction(str(dst))
 
 
@@ -70,7 +70,7 @@ def test_inline_trigger_strategies(mor_copy):
     assert trig("NUM_AND_TIME", count, 60, t0 + 61)
     assert trig("NUM_OR_TIME", count + 1, 60, t0 + 61)
     assert not trig("NUM_OR_TIME", count + 1, 60, t0 + 59)
-    with pytest.raises(CompactionError, match="trigger.strategy"):
+    with pytest.raises(HoodieCompactionError, match="trigger.strategy"):
         trig("SOMETIMES", 1, 1, t0)
     # once a compaction is scheduled, counting restarts after it
     assert schedule_compaction(mor_copy, {"hoodie.compaction.strategy":

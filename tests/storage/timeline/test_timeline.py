@@ -1,8 +1,8 @@
 import pytest
 
-from storage.io.storage import FileAlreadyExistsError, HoodieStorage
+from storage.io.storage import HoodieFileAlreadyExistsError, HoodieStorage
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
-from storage.timeline.instant import Action, HoodieInstant, State, parse_instant_file_name
+from storage.timeline.instant import Action, State, parse_instant_file_name
 from storage.timeline.instant_time import new_instant_time, normalize_instant_time
 from storage.timeline.timeline import ActiveTimeline
 
@@ -62,9 +62,9 @@ def test_transitions_and_no_overwrite(tmp_path):
     done = tl.transition_to_complete(inflight, md.to_json_bytes())
     assert done.is_completed and tl.timeline.completed().timestamps() == [t]
     assert tl.commit_metadata(done).write_stats()[0].numWrites == 3
-    with pytest.raises(FileAlreadyExistsError):
+    with pytest.raises(HoodieFileAlreadyExistsError):
         tl.transition_to_complete(inflight, b"{}")
-    with pytest.raises(FileAlreadyExistsError):
+    with pytest.raises(HoodieFileAlreadyExistsError):
         tl.create_requested(Action.COMMIT, t)
 
 

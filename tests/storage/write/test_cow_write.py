@@ -168,7 +168,7 @@ def test_global_index_moves_record_between_partitions(spark, tmp_path):
 
 
 def test_require_unique_keys_rejects_before_writing(spark, tmp_path):
-    from storage.write.write_client import DuplicateKeyError, write_dataframe
+    from storage.write.write_client import HoodieDuplicateKeyError, write_dataframe
 
     path = tmp_path / "t_unique"
     opts = _opts("t_unique")
@@ -179,11 +179,11 @@ def test_require_unique_keys_rejects_before_writing(spark, tmp_path):
         df = spark.createDataFrame(data, SCHEMA)
         return write_dataframe(spark, df, str(path), {**opts, **extra}, require_unique_keys=True)
 
-    with pytest.raises(DuplicateKeyError, match="record key '2' occurs 2 times") as info:
+    with pytest.raises(HoodieDuplicateKeyError, match="record key '2' occurs 2 times") as info:
         write([(2, "x", 1.0, 2, "p1"), (2, "y", 1.0, 3, "p1"), (3, "z", 1.0, 2, "p1")])
     assert (info.value.record_key, info.value.count) == ("2", 2)
     # through a global index the stored key 1 is found twice: ambiguous, rejected
-    with pytest.raises(DuplicateKeyError, match="more than one partition"):
+    with pytest.raises(HoodieDuplicateKeyError, match="more than one partition"):
         write([(1, "b", 1.0, 2, "p3")], **{"hoodie.index.type": "GLOBAL_SIMPLE"})
     meta = HoodieTableMetaClient.load(str(path))
     assert meta.timeline.instants == before  # no requested/inflight instant either

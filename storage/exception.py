@@ -1,0 +1,76 @@
+"""The errors this project raises, under one root, as Hudi keeps its own in `org.apache.hudi.exception`.
+
+Every error of `storage/`, `catalog/` and `sqlext/` is a `HoodieError`, so a user can catch ours apart from
+Spark's (`except HoodieError`). Each also keeps the built-in class it always was (`ValueError` for rejected
+input, `OSError` for file-system problems), so code that caught those goes on working.
+"""
+from __future__ import annotations
+
+
+class HoodieError(Exception):
+    """The root of every error raised by this project."""
+
+
+class HoodieIOError(HoodieError, OSError):
+    """A file-system or object-store operation failed."""
+
+
+class HoodieFileAlreadyExistsError(HoodieIOError, FileExistsError):
+    """A create-if-absent write found the file there already (another writer published it first)."""
+
+
+class HoodieTableNotFoundError(HoodieError, FileNotFoundError):
+    """The path is not a Hudi table (no readable `.hoodie/hoodie.properties`)."""
+
+
+class HoodieCorruptedLogError(HoodieError):
+    """A log file or block is malformed (bad framing, truncated content, undecodable records)."""
+
+
+class HoodieAvroDecodeError(HoodieError, ValueError):
+    """Avro bytes do not decode with the schema (corrupt data or a wrong schema)."""
+
+
+class HoodieKeyError(HoodieError, ValueError):
+    """A record key or partition path cannot be produced (missing field, null or empty key)."""
+
+
+class HoodieSchemaError(HoodieError, ValueError):
+    """Data does not fit a table's schema."""
+
+
+class HoodieSchemaCompatibilityError(HoodieSchemaError):
+    """A write's schema cannot evolve the table's schema (an incompatible type change)."""
+
+
+class HoodieSchemaConformError(HoodieSchemaError):
+    """Stored records cannot be read into the table's current schema."""
+
+
+class HoodieMergeError(HoodieError, ValueError):
+    """Records cannot be merged (an unknown merge mode or payload, or ordering values that do not compare)."""
+
+
+class HoodieReadError(HoodieError, ValueError):
+    """A read was rejected: its options or the table's state do not allow it."""
+
+
+class HoodieWriteError(HoodieError, ValueError):
+    """A write was rejected; the table is unchanged."""
+
+
+class HoodieDuplicateKeyError(HoodieWriteError):
+    """A write that required unique keys met a record key twice in its batch, or a key stored in more than one
+    place; raised before anything is written."""
+
+    def __init__(self, message: str, record_key: str | None = None, count: int = 0):
+        super().__init__(message)
+        self.record_key, self.count = record_key, count
+
+
+class HoodieCompactionError(HoodieError, ValueError):
+    """A compaction cannot be scheduled or run (no such plan, wrong state)."""
+
+
+class HoodieCompactionExecutionError(HoodieError, ValueError):
+    """A compaction task failed while rewriting a file slice."""
