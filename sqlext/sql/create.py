@@ -20,7 +20,7 @@ from sqlglot import exp
 from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
-from storage.write.write_client import init_table
+from storage.write.table_settings import init_table
 from sqlext.sql.table import HudiTable
 from storage.io.storage import normalize_base_path
 from storage.write.write_client import write_dataframe

@@ -24,9 +24,10 @@ from sqlext.sql.assign import check_assignment, expression_types
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
 from storage.config import WriteConfigKeys as WK
+from storage.exception import HoodieDuplicateKeyError
 from storage.table.fs_view import FileSystemView
 from storage.timeline.instant import Action
-from storage.write.write_client import HoodieDuplicateKeyError, write_dataframe
+from storage.write.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 

@@ -9,77 +9,40 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.arrow_util import constant_array, row_numbers
-from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
+from storage.fs_utils import (
+    join_path,
+    make_base_file_name,
+    make_write_token,
+    write_partition_metadata,
+)
 from storage.io.base_file_writer import write_base_file
-from storage.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME, IS_DELETED, META_COLUMNS, RECORD_KEY
 from storage.io.storage import HoodieStorage
+from storage.meta_fields import (
+    COMMIT_SEQNO,
+    COMMIT_TIME,
+    FILE_NAME,
+    IS_DELETED,
+    META_COLUMNS,
+    RECORD_KEY,
+)
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.markers import IOType, create_marker
-from storage.write.partitioner import BucketType
+from storage.write.table_settings import PAYLOAD_DEFAULT
+from storage.write.task_context import (
+    BUCKET_COLUMN,
+    OP_COLUMN,
+    OP_DELETE,
+    BucketTarget,
+    WriteTaskContext,
+)
 
 log = logging.getLogger(__name__)
-
-BUCKET_COLUMN = "_hoodie_bucket"
-OP_COLUMN = "_hoodie_write_op"  # 0 = write, 1 = delete
-OP_WRITE, OP_DELETE = 0, 1
-PAYLOAD_OVERWRITE_LATEST = "OverwriteWithLatestAvroPayload"
-PAYLOAD_DEFAULT = "DefaultHoodieRecordPayload"
-
-
-@dataclass(frozen=True)
-class LogTarget:
-    """Merge-on-read append target: the file slice (base instant) and the log version to create."""
-
-    base_instant: str
-    version: int
-
-
-@dataclass(frozen=True)
-class BucketTarget:
-    bucket_type: BucketType
-    partition_path: str
-    file_id: str
-    base_file_path: str | None  # latest base file of the group, for UPDATE buckets
-    prev_commit: str
-    log: LogTarget | None = None  # set for merge-on-read UPDATE buckets: append to logs instead of merging
-
-
-@dataclass
-class WriteTaskContext:
-    """Everything a write task needs, shipped to executors with the task closure."""
-
-    base_path: str
-    instant_time: str
-    marker_dir: str
-    schema_ipc: bytes  # target schema (meta + data columns) as Arrow IPC, to survive pickling exactly
-    targets: dict[int, BucketTarget]
-    placement: dict[int, int]  # placement key -> bucket id
-    payload: str = PAYLOAD_OVERWRITE_LATEST
-    ordering_field: str | None = None
-    bloom_options: dict = field(default_factory=dict)
-    compression: str = "snappy"
-    row_group_bytes: int = 128 * 1024 * 1024
-    populate_meta_fields: bool = True
-    avro_schema_json: str | None = None  # table Avro schema with meta fields (merge-on-read log blocks)
-    data_block_max_size: int = 256 * 1024 * 1024
-    record_key_fields: tuple[str, ...] = ()  # tables without meta fields: keys of stored rows come from these
-    complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
-    data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
-
-
-def serialize_schema(schema: pa.Schema) -> bytes:
-    return schema.serialize().to_pybytes()
 
 
 def task_ids() -> tuple[int, int, int]:
@@ -240,7 +203,12 @@ def write_bucket_udf(ctx: WriteTaskContext):
 def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget, started: float) -> HoodieWriteStat:
     """Merge-on-read append handle: the bucket's upserts as Avro data blocks and its deletes as a delete block,
     in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
-    from storage.file_group.log_block import AvroDataBlock, DeleteBlock, DeleteRecord, ParquetDataBlock
+    from storage.file_group.log_block import (
+        AvroDataBlock,
+        DeleteBlock,
+        DeleteRecord,
+        ParquetDataBlock,
+    )
     from storage.file_group.log_format import HoodieLogFormatWriter
     from storage.fs_utils import make_log_file_name
 

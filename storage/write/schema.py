@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from storage.meta_fields import IS_DELETED, META_COLUMNS
 from storage.exception import HoodieSchemaCompatibilityError
-
+from storage.meta_fields import IS_DELETED, META_COLUMNS
 
 _INT_RANK = {pa.int8(): 0, pa.int16(): 1, pa.int32(): 2, pa.int64(): 3}
 

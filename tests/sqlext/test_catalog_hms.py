@@ -356,11 +356,12 @@ def test_killed_metastore_commit_succeeds_sync_reported_and_repaired(spark, hms,
         df = spark.createDataFrame([(2, "y", "p2")], "id INT, v STRING, dt STRING")
         writer = HoodieWriteClient(spark, path, {"hoodie.table.name": "k"})
         with caplog.at_level(logging.WARNING, logger="catalog.hive_sync"):
-            assert writer.write(df) is not None
+            result = writer.write(df)
+        assert result.metadata is not None
         assert any("hive sync" in r.getMessage() and hms.uri in r.getMessage() for r in caplog.records)
         # the commit is complete and readable ...
         assert len(instants(path)) == 2
-        assert [name for name, _ in writer.callback_failures] == ["hive_sync"]
+        assert [name for name, _ in result.callback_failures] == ["hive_sync"]
         assert hudi_rows(path, ["id", "dt"]) == [(1, "p1"), (2, "p2")]
         # ... the sync failure is reported, naming the metastore
         report = hive_sync.last_sync_report(path)

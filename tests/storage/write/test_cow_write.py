@@ -6,13 +6,13 @@ import os
 
 import pyarrow.parquet as pq
 import pytest
-
 from crashing_writer import write_and_crash_before_commit
 from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
+
 from storage.bloom import deserialize_bloom_filter
+from storage.exception import HoodieWriteError
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.write.write_client import HoodieWriteError
 
 SCHEMA = "id int, name string, price double, ts long, dt string"
 
@@ -168,7 +168,8 @@ def test_global_index_moves_record_between_partitions(spark, tmp_path):
 
 
 def test_require_unique_keys_rejects_before_writing(spark, tmp_path):
-    from storage.write.write_client import HoodieDuplicateKeyError, write_dataframe
+    from storage.exception import HoodieDuplicateKeyError
+    from storage.write.write_client import write_dataframe
 
     path = tmp_path / "t_unique"
     opts = _opts("t_unique")

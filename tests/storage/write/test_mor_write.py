@@ -6,9 +6,9 @@ import glob
 import os
 
 import pytest
-
 from crashing_writer import write_and_crash_before_commit
 from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
+
 from storage.file_group.log_block import HoodieLogBlockType
 from storage.file_group.log_format import read_log_blocks
 from storage.table.meta_client import HoodieTableMetaClient

@@ -6,7 +6,6 @@ import glob
 
 import pyarrow.parquet as pq
 import pytest
-
 from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
 
 SCHEMA = "id int, name string, ts long, dt string"

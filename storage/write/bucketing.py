@@ -1,0 +1,100 @@
+"""Phase 2 of a write, continued: the buckets (one output file each) planned from the workload profile, and
+each record's bucket assigned in Spark. The sizing rules themselves are in `storage.write.partitioner`.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
+from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.instant import Action
+from storage.write.partitioner import (
+    BucketPlan,
+    SizingConfig,
+    SmallFile,
+    WorkloadProfile,
+    average_record_size,
+    plan_buckets,
+    plan_new_file_groups,
+)
+from storage.write.task_context import BUCKET_COLUMN
+
+_UNIFORM = "_hoodie_u"
+_SIZING_HISTORY = 20  # completed commits whose write stats estimate the average record size
+
+
+def sizing_config(config: HoodieConfig) -> SizingConfig:
+    return SizingConfig(config.get(WK.PARQUET_SMALL_FILE_LIMIT), config.get(WK.PARQUET_MAX_FILE_SIZE),
+                        config.get(WK.COPY_ON_WRITE_RECORD_SIZE_ESTIMATE), config.get(WK.COPY_ON_WRITE_INSERT_SPLIT_SIZE),
+                        config.get(WK.COPY_ON_WRITE_INSERT_AUTO_SPLIT))
+
+
+def _average_record_size(meta: HoodieTableMetaClient, config: HoodieConfig, sizing: SizingConfig) -> int:
+    totals = []
+    timeline = meta.timeline.completed().of_actions([Action.COMMIT, Action.REPLACE_COMMIT])
+    for instant in reversed(timeline.instants[-_SIZING_HISTORY:]):
+        stats = meta.active_timeline.commit_metadata(instant).write_stats()
+        totals.append((sum(s.totalWriteBytes for s in stats), sum(s.numWrites for s in stats)))
+    return average_record_size(totals, sizing, config.get(WK.RECORD_SIZE_ESTIMATION_THRESHOLD))
+
+
+def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, profile: WorkloadProfile | None,
+               fs_view: FileSystemView, counts: dict[str, int]) -> BucketPlan:
+    """Buckets of the write. Without a workload profile (bulk insert, overwrite) every record is new, so the
+    per-partition counts of the input say everything."""
+    sizing = sizing_config(config)
+    avg = _average_record_size(meta, config, sizing)
+    if profile is None:
+        return plan_new_file_groups(counts, sizing, avg)
+    small: dict[str, list[SmallFile]] = {}
+    if not is_mor:
+        # MOR inserts go to new file groups: an UPDATE bucket appends to logs, which SIMPLE indexes do not see
+        for bf in fs_view.latest_base_files(sorted(profile.inserts)):
+            if bf.size < sizing.small_file_limit:
+                partition = _partition_of(meta.base_path, bf.path)
+                small.setdefault(partition, []).append(SmallFile(partition, bf.file_id, bf.size))
+    return plan_buckets(profile, small, sizing, avg)
+
+
+def _partition_of(base_path: str, file_path: str) -> str:
+    directory = file_path.rsplit("/", 1)[0]
+    return "" if directory == base_path else directory[len(base_path) + 1:]
+
+
+def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
+                   placement_of_bucket: dict[int, int]) -> DataFrame:
+    """`tagged` with each record's bucket placement key, computed in Spark (no Python round trip of the data):
+    updates by their file group (a broadcast join with the update buckets), inserts by the record key's uniform
+    hash within their partition's insert shares (a broadcast join on partition with the share's range; the last
+    share of a partition is open-ended)."""
+    u = (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
+    out = tagged
+    updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
+    if updates:
+        upd = spark.createDataFrame(updates, f"{PARTITION_PATH} string, {LOC_FILE_ID} string, _upd_bucket int")
+        out = out.join(F.broadcast(upd), [PARTITION_PATH, LOC_FILE_ID], "left")
+    else:
+        out = out.withColumn("_upd_bucket", F.lit(None).cast("int"))
+    shares = []
+    for partition, ranges in plan.insert_ranges().items():
+        his = [hi for _, hi, _ in ranges]
+        for i, (_, hi, b) in enumerate(ranges):
+            lo = his[i - 1] if i else float("-inf")
+            shares.append((partition, float(lo), float("inf") if i == len(ranges) - 1 else float(hi),
+                           placement_of_bucket[b]))
+    if shares:
+        ins = spark.createDataFrame(shares, "_ins_partition string, _lo double, _hi double, _ins_bucket int")
+        out = out.withColumn(_UNIFORM, u)
+        cond = ((F.col(PARTITION_PATH) == F.col("_ins_partition")) & F.col(LOC_FILE_ID).isNull()
+                & (F.col(_UNIFORM) >= F.col("_lo")) & (F.col(_UNIFORM) < F.col("_hi")))
+        out = out.join(F.broadcast(ins), cond, "left")
+    else:
+        out = out.withColumn("_ins_bucket", F.lit(None).cast("int"))
+    bucket = F.when(F.col(LOC_FILE_ID).isNotNull(), F.col("_upd_bucket")).otherwise(F.col("_ins_bucket"))
+    return (out.withColumn(BUCKET_COLUMN, bucket.cast("int"))
+            .drop("_upd_bucket", "_ins_bucket", "_ins_partition", "_lo", "_hi", _UNIFORM, LOC_FILE_ID, LOC_PARTITION))

@@ -1,0 +1,103 @@
+"""Phase 2 of a write: where each record goes (Hudi's tagLocation) and the workload profile that counts it.
+
+The index tags each record with the file group holding its key (`LOC_FILE_ID`, `LOC_PARTITION`; null for a
+new key). Deletes keep only keys that exist; under a global index a record whose partition changed is moved
+(a delete in its old file group plus an insert in the new partition) or stays where it is, as
+`hoodie.simple.index.update.partition.path` says.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
+from storage.index import create_index
+from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.table.fs_view import FileSystemView
+from storage.write.operation import WriteOperationType
+from storage.write.partitioner import WorkloadProfile
+from storage.write.table_settings import TableSettings
+from storage.write.task_context import OP_COLUMN, OP_DELETE, OP_WRITE
+
+_BROADCAST_MAX_RECORDS = 1_000_000  # incoming keys broadcast to the index lookup up to this batch size
+_DELETE_COPY, _MOVED = "_hoodie_delete_copy", "_hoodie_moved"
+
+
+def is_global_index(config: HoodieConfig) -> bool:
+    return config.get(WK.INDEX_TYPE).upper().startswith("GLOBAL")
+
+
+def untagged(records: DataFrame) -> DataFrame:
+    """Every record new: operations that skip the index (inserts, bulk inserts, overwrites)."""
+    return (records.withColumn(LOC_FILE_ID, F.lit(None).cast("string"))
+            .withColumn(LOC_PARTITION, F.lit(None).cast("string")))
+
+
+def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, settings: TableSettings,
+                 op: WriteOperationType, fs_view: FileSystemView, partitions: list[str],
+                 num_records: int) -> DataFrame:
+    """`records` with the location of their key. Inserts skip the lookup (as Hudi does; they may still fill
+    small files)."""
+    if not op.uses_index:
+        return untagged(records)
+    index = create_index(config.get(WK.INDEX_TYPE), config.get(WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH))
+    base_files = fs_view.latest_base_files(None if index.is_global else partitions)
+    key_columns, read_schema = _stored_key_columns(settings)
+    tagged = index.tag_location(spark, records, base_files, key_columns,
+                                broadcast_incoming=_can_broadcast(spark, num_records), read_schema=read_schema)
+    if op is WriteOperationType.DELETE:
+        return tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
+    if index.is_global:
+        return _global_partition_change(tagged, index.update_partition_path)
+    return tagged
+
+
+def _stored_key_columns(settings: TableSettings):
+    """How the index reads the keys of stored records: from the meta columns, or (tables without meta fields,
+    whose stored meta columns are null) from the data, as on write."""
+    if settings.populate_meta_fields:
+        schema = StructType([StructField(RECORD_KEY, StringType()), StructField(PARTITION_PATH, StringType())])
+        return (lambda df: (F.col(RECORD_KEY), F.col(PARTITION_PATH))), schema
+    return (lambda df: (settings.keygen.record_key(), settings.keygen.partition_path())), None
+
+
+def _can_broadcast(spark: SparkSession, num_records: int) -> bool:
+    """Broadcast the batch's keys to the index lookup when the batch is small (and the session allows
+    broadcast joins at all)."""
+    threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760")
+    return num_records <= _BROADCAST_MAX_RECORDS and str(threshold).strip() != "-1"
+
+
+def _global_partition_change(tagged: DataFrame, update_partition_path: bool) -> DataFrame:
+    moved = F.col(LOC_FILE_ID).isNotNull() & (F.col(LOC_PARTITION) != F.col(PARTITION_PATH))
+    if not update_partition_path:
+        return tagged.withColumn(PARTITION_PATH, F.when(moved, F.col(LOC_PARTITION)).otherwise(F.col(PARTITION_PATH)))
+    # the record moves: delete it from its old file group, insert it into the new partition. Both rows come
+    # from one pass (explode), so the index join is not evaluated twice as a union of two filters would be
+    copy = F.explode(F.when(moved, F.array(F.lit(False), F.lit(True))).otherwise(F.array(F.lit(False))))
+    rows = tagged.withColumn(_MOVED, moved).withColumn(_DELETE_COPY, copy)
+    is_delete, moved_insert = F.col(_DELETE_COPY), F.col(_MOVED) & ~F.col(_DELETE_COPY)
+    return rows.select(
+        *[F.col(f"`{c}`") for c in tagged.columns if c not in (PARTITION_PATH, OP_COLUMN, LOC_FILE_ID, LOC_PARTITION)],
+        F.when(is_delete, F.col(LOC_PARTITION)).otherwise(F.col(PARTITION_PATH)).alias(PARTITION_PATH),
+        F.when(is_delete, F.lit(OP_DELETE)).otherwise(F.col(OP_COLUMN)).cast("tinyint").alias(OP_COLUMN),
+        F.when(moved_insert, F.lit(None)).otherwise(F.col(LOC_FILE_ID)).alias(LOC_FILE_ID),
+        F.when(moved_insert, F.lit(None)).otherwise(F.col(LOC_PARTITION)).alias(LOC_PARTITION),
+    )
+
+
+def workload_profile(tagged: DataFrame) -> WorkloadProfile:
+    """Updates per file group and inserts per partition, counted in one Spark job over the tagged records."""
+    rows = tagged.groupBy(PARTITION_PATH, LOC_FILE_ID, OP_COLUMN).count().collect()
+    profile = WorkloadProfile()
+    for partition, file_id, op, count in rows:
+        if file_id is None:
+            profile.inserts[partition] = profile.inserts.get(partition, 0) + count
+        else:
+            profile.updates[(partition, file_id)] = profile.updates.get((partition, file_id), 0) + count
+        if op == OP_WRITE:
+            profile.written += count
+    return profile

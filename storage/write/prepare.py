@@ -1,0 +1,117 @@
+"""Phase 1 of a write: the input DataFrame checked against the table, shaped to the target schema, keyed
+(record key, partition path, operation) and combined by the precombine field, in native Spark expressions.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
+from storage.exception import HoodieDuplicateKeyError, HoodieWriteError
+from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.schema_resolver import table_data_schema
+from storage.write.operation import WriteOperationType
+from storage.write.schema import data_schema, reconcile
+from storage.write.table_settings import TableSettings
+from storage.write.task_context import OP_COLUMN, OP_DELETE, OP_WRITE
+
+KEY_COUNT = "_hoodie_key_count"
+_INPUT_ORDER = "_hoodie_input_order"
+
+
+def validate_input(df: DataFrame, settings: TableSettings, op: WriteOperationType) -> None:
+    """Key, partition and precombine fields must be columns of the input."""
+    columns = {c.lower() for c in df.columns}
+    for name in settings.keygen.required_fields():
+        if name.split(".")[0].lower() not in columns:
+            raise HoodieWriteError(f"record key or partition field '{name}' is missing from the data "
+                                   f"(columns: {', '.join(df.columns)})")
+    if settings.precombine and op is not WriteOperationType.DELETE and settings.precombine.lower() not in columns:
+        raise HoodieWriteError(f"precombine field '{settings.precombine}' is missing from the data "
+                               f"(hoodie.datasource.write.precombine.field; columns: {', '.join(df.columns)})")
+
+
+def target_schema(df: DataFrame, meta_client: HoodieTableMetaClient | None, op: WriteOperationType) -> pa.Schema:
+    """The table's data schema after this write (a delete keeps the table's schema)."""
+    incoming = to_arrow_schema(df.schema, timezone="UTC")
+    table_schema = table_data_schema(meta_client) if meta_client else None
+    if op is WriteOperationType.DELETE and table_schema is not None:
+        return data_schema(table_schema)
+    return reconcile(table_schema, incoming)
+
+
+def combine_before_write(config: HoodieConfig, op: WriteOperationType) -> bool:
+    """hoodie.combine.before.{upsert,insert,delete}: whether records sharing a key are combined first."""
+    if op is WriteOperationType.UPSERT:
+        return config.get(WK.COMBINE_BEFORE_UPSERT)
+    if op is WriteOperationType.DELETE:
+        return config.get(WK.COMBINE_BEFORE_DELETE)
+    return config.get(WK.COMBINE_BEFORE_INSERT)
+
+
+def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, schema: pa.Schema) -> DataFrame:
+    """The input in the target schema's columns and types (missing columns null), with record key, partition
+    path and operation columns; the soft-delete marker `_hoodie_is_deleted` rides along as a side column."""
+    spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
+    lower = {c.lower(): c for c in df.columns}
+    cols = []
+    for field in spark_schema.fields:
+        src = lower.get(field.name.lower())
+        value = F.col(f"`{src}`").cast(field.dataType) if src else F.lit(None).cast(field.dataType)
+        cols.append(value.alias(field.name))
+    is_delete = F.lit(OP_DELETE if op is WriteOperationType.DELETE else OP_WRITE).cast("tinyint")
+    if IS_DELETED.lower() in lower:
+        cols.append(F.col(f"`{lower[IS_DELETED.lower()]}`").cast("boolean").alias(IS_DELETED))
+    return df.select(
+        *cols,
+        settings.keygen.record_key().alias(RECORD_KEY),
+        settings.keygen.partition_path().alias(PARTITION_PATH),
+        is_delete.alias(OP_COLUMN),
+    )
+
+
+def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys: bool) -> DataFrame:
+    """One record per key (per key and partition unless the index is global): the highest precombine value,
+    ties to the later input row. `count_keys` adds how many input rows shared the key (`KEY_COUNT`), computed
+    in the same aggregation, so that a write requiring unique keys can reject the batch."""
+    group = [RECORD_KEY] if is_global or not settings.partition_fields else [RECORD_KEY, PARTITION_PATH]
+    keyed = keyed.withColumn(_INPUT_ORDER, F.monotonically_increasing_id())
+    order = [F.col(_INPUT_ORDER)]
+    if settings.precombine:
+        order.insert(0, F.col(f"`{settings.precombine}`"))
+    row = F.struct(*[F.col(f"`{c}`") for c in keyed.columns if c != _INPUT_ORDER])
+    aggs = [F.max_by(row, F.struct(*order)).alias("_r")]
+    if count_keys:
+        aggs.append(F.count(F.lit(1)).alias(KEY_COUNT))
+    return keyed.groupBy(*group).agg(*aggs).select("_r.*", *([KEY_COUNT] if count_keys else []))
+
+
+def partition_counts(records: DataFrame) -> dict[str, int]:
+    """Records per partition path: the first Spark job over the prepared batch. When the batch carries
+    `KEY_COUNT`, the same job finds the most repeated key and rejects the batch if a key repeats."""
+    unique = KEY_COUNT in records.columns
+    aggs = [F.count(F.lit(1))]
+    if unique:
+        aggs += [F.max(KEY_COUNT), F.max_by(RECORD_KEY, KEY_COUNT)]
+    try:
+        rows = records.groupBy(PARTITION_PATH).agg(*aggs).collect()
+    except Exception as exc:  # a key expression failed inside Spark: report it plainly
+        raise _plain_error(exc) from None
+    if unique and rows:
+        _, _, most, key = max(rows, key=lambda r: r[2])
+        if most > 1:
+            raise HoodieDuplicateKeyError(f"record key '{key}' occurs {most} times in the batch", key, most)
+    return {r[0]: r[1] for r in rows}
+
+
+def _plain_error(exc: Exception) -> Exception:
+    """A key generator's error raised inside a Spark task, as the project's error without the JVM trace."""
+    text = str(exc)
+    marker = "HoodieKeyError:"
+    if marker in text:
+        return HoodieWriteError(text[text.index(marker):].splitlines()[0].rstrip(". "))
+    return exc

@@ -1,0 +1,155 @@
+"""What a write needs to know about its table, and the creation of a new table.
+
+An existing table's settings come from its `hoodie.properties` (write options may only repeat them); a new
+table's from the write options, which then become its `hoodie.properties` when the first write creates it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from storage.config import HoodieConfig
+from storage.config import TableConfigKeys as TK
+from storage.config import WriteConfigKeys as WK
+from storage.exception import HoodieKeyError, HoodieWriteError
+from storage.keygen import KeyGenerator, create_key_generator
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, HoodieTableConfig
+from storage.write.schema import reconcile
+
+COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
+PAYLOAD_OVERWRITE_LATEST = "OverwriteWithLatestAvroPayload"
+PAYLOAD_DEFAULT = "DefaultHoodieRecordPayload"
+
+
+@dataclass(frozen=True)
+class TableSettings:
+    """The table-level facts of one write."""
+
+    name: str
+    table_type: str
+    record_keys: list[str]
+    partition_fields: list[str]
+    precombine: str | None
+    keygen: KeyGenerator
+    populate_meta_fields: bool
+    database: str
+
+    @property
+    def is_mor(self) -> bool:
+        return self.table_type == MERGE_ON_READ
+
+
+def resolve_table_settings(config: HoodieConfig, table: HoodieTableConfig | None) -> TableSettings:
+    """Settings of an existing table (`table`), or of the table the options describe; a key generator that
+    cannot be built from them is a `HoodieWriteError`."""
+    try:
+        return _existing(config, table) if table is not None else _from_options(config)
+    except HoodieKeyError as exc:
+        raise HoodieWriteError(str(exc)) from None
+
+
+def _existing(config: HoodieConfig, table: HoodieTableConfig) -> TableSettings:
+    record_keys = table.record_key_fields or config.get(WK.RECORDKEY_FIELD) or []
+    _check_consistent(config, "record key", WK.RECORDKEY_FIELD, record_keys)
+    _require_record_keys(record_keys)
+    keygen = create_key_generator(config, record_keys, table.partition_fields, table.keygen_class,
+                                  table.hive_style_partitioning, table.url_encode_partitioning)
+    return TableSettings(table.name, table.table_type, record_keys, table.partition_fields, table.precombine_field,
+                         keygen, table.populate_meta_fields, table.database_name or "default")
+
+
+def _from_options(config: HoodieConfig) -> TableSettings:
+    name = config.get(WK.TABLE_NAME)
+    if not name:
+        raise HoodieWriteError("missing table name: set hoodie.table.name")
+    record_keys = config.get(WK.RECORDKEY_FIELD) or []
+    _require_record_keys(record_keys)
+    partitions = config.get(WK.PARTITIONPATH_FIELD) or []
+    keygen = create_key_generator(config, record_keys, partitions,
+                                  config.get(WK.KEYGENERATOR_CLASS) or config.get(WK.KEYGENERATOR_TYPE),
+                                  config.get(WK.HIVE_STYLE_PARTITIONING), config.get(WK.URL_ENCODE_PARTITIONING))
+    return TableSettings(name, parse_table_type(config.get(WK.TABLE_TYPE)), record_keys, partitions,
+                         config.get(WK.PRECOMBINE_FIELD), keygen, config.get(WK.POPULATE_META_FIELDS),
+                         config.get(WK.DATABASE_NAME))
+
+
+def _require_record_keys(record_keys: list[str]) -> None:
+    if not record_keys:
+        raise HoodieWriteError("missing record key: set hoodie.datasource.write.recordkey.field")
+
+
+def parse_table_type(value: str) -> str:
+    text = str(value).upper()
+    if text in (COPY_ON_WRITE, "COW"):
+        return COPY_ON_WRITE
+    if text in (MERGE_ON_READ, "MOR"):
+        return MERGE_ON_READ
+    raise HoodieWriteError(f"unknown table type {value!r} (hoodie.datasource.write.table.type)")
+
+
+def _check_consistent(config: HoodieConfig, what: str, prop, table_value: list[str]) -> None:
+    given = config.get(prop)
+    if given and [g.lower() for g in given] != [t.lower() for t in table_value]:
+        raise HoodieWriteError(f"{what} fields {given} do not match the table's {table_value} ({prop.key})")
+
+
+def payload_name(config: HoodieConfig, table: HoodieTableConfig | None) -> str:
+    """How a copy-on-write merge orders a stored record against an incoming one (the payload class's short name)."""
+    cls = config.get(WK.PAYLOAD_CLASS) or (table.props.get(TK.PAYLOAD_CLASS.key) if table else None) or ""
+    if cls.rsplit(".", 1)[-1] == PAYLOAD_DEFAULT or (table and table.get(TK.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING"):
+        return PAYLOAD_DEFAULT
+    return PAYLOAD_OVERWRITE_LATEST
+
+
+# -- table creation ------------------------------------------------------------------------------------------
+
+
+def table_config_for(settings: TableSettings, config: HoodieConfig, schema: pa.Schema) -> HoodieTableConfig:
+    """The hoodie.properties (table version 6, timeline layout 1) of a new table with `schema` (data columns)."""
+    from storage.avro.schema_converter import arrow_to_create_schema
+
+    props = {
+        TK.NAME.key: settings.name,
+        TK.TYPE.key: settings.table_type,
+        TK.VERSION.key: "6",
+        TK.TIMELINE_LAYOUT_VERSION.key: "1",
+        TK.ARCHIVELOG_FOLDER.key: "archived",
+        TK.RECORDKEY_FIELDS.key: ",".join(settings.record_keys),
+        TK.KEYGEN_CLASS.key: KEYGEN_CLASS_BY_TYPE[settings.keygen.keygen_type],
+        TK.HIVE_STYLE_PARTITIONING.key: str(settings.keygen.hive_style).lower(),
+        TK.URL_ENCODE_PARTITIONING.key: str(settings.keygen.url_encode).lower(),
+        TK.DROP_PARTITION_COLUMNS.key: "false",
+        TK.DATABASE_NAME.key: settings.database,
+        TK.CREATE_SCHEMA.key: json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":")),
+        TK.PAYLOAD_CLASS.key: config.get(WK.PAYLOAD_CLASS) or TK.PAYLOAD_CLASS.default,
+    }
+    if settings.partition_fields:
+        props[TK.PARTITION_FIELDS.key] = ",".join(settings.partition_fields)
+    if settings.precombine:
+        props[TK.PRECOMBINE_FIELD.key] = settings.precombine
+    if not settings.populate_meta_fields:
+        props[TK.POPULATE_META_FIELDS.key] = "false"
+    for key, value in config.items():
+        if key.startswith("hoodie.keygen.timebased."):
+            props[key] = value
+    return HoodieTableConfig(props)
+
+
+def new_table_config(options: dict[str, str], data_schema: pa.Schema) -> HoodieTableConfig:
+    """The hoodie.properties a first write with `options` and `data_schema` would create."""
+    config = HoodieConfig.of(options)
+    # the schema a write would record (byte/short -> int, UTC timestamps)
+    return table_config_for(resolve_table_settings(config, None), config, reconcile(None, data_schema))
+
+
+def init_table(base_path: str, options: dict[str, str], data_schema: pa.Schema,
+               extra_props: dict[str, str] | None = None) -> HoodieTableMetaClient:
+    """Create an empty table (`.hoodie/` with hoodie.properties, no commit) from write options and a schema
+    (what CREATE TABLE does before any row is written)."""
+    config = new_table_config(options, data_schema)
+    if extra_props:
+        config = config.with_updates({k: v for k, v in extra_props.items() if k not in config.props})
+    return HoodieTableMetaClient.init_table(base_path, config)

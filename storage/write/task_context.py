@@ -1,0 +1,145 @@
+"""What a write task receives: the columns it reads, the target of each bucket and the write's settings,
+planned on the driver and shipped to executors with the task closure (small and picklable)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from storage.avro.schema_converter import arrow_to_avro_schema
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
+from storage.exception import HoodieWriteError
+from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE
+from storage.io.base_file_writer import bloom_options_of
+from storage.meta_fields import with_meta_columns
+from storage.table.file_slice import FileSlice
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.instant import Action
+from storage.write.partitioner import BucketPlan, BucketType
+from storage.write.spark_partitioning import placement_keys
+from storage.write.table_settings import (
+    PAYLOAD_OVERWRITE_LATEST,
+    TableSettings,
+    payload_name,
+)
+
+BUCKET_COLUMN = "_hoodie_bucket"
+OP_COLUMN = "_hoodie_write_op"  # 0 = write, 1 = delete
+OP_WRITE, OP_DELETE = 0, 1
+
+
+@dataclass(frozen=True)
+class LogTarget:
+    """Merge-on-read append target: the file slice (base instant) and the log version to create."""
+
+    base_instant: str
+    version: int
+
+
+@dataclass(frozen=True)
+class BucketTarget:
+    bucket_type: BucketType
+    partition_path: str
+    file_id: str
+    base_file_path: str | None  # latest base file of the group, for UPDATE buckets
+    prev_commit: str
+    log: LogTarget | None = None  # set for merge-on-read UPDATE buckets: append to logs instead of merging
+
+
+@dataclass
+class WriteTaskContext:
+    """Everything a write task needs."""
+
+    base_path: str
+    instant_time: str
+    marker_dir: str
+    schema_ipc: bytes  # target schema (meta + data columns) as Arrow IPC, to survive pickling exactly
+    targets: dict[int, BucketTarget]
+    placement: dict[int, int]  # placement key -> bucket id
+    payload: str = PAYLOAD_OVERWRITE_LATEST
+    ordering_field: str | None = None
+    bloom_options: dict = field(default_factory=dict)
+    compression: str = "snappy"
+    row_group_bytes: int = 128 * 1024 * 1024
+    populate_meta_fields: bool = True
+    avro_schema_json: str | None = None  # table Avro schema with meta fields (merge-on-read log blocks)
+    data_block_max_size: int = 256 * 1024 * 1024
+    record_key_fields: tuple[str, ...] = ()  # tables without meta fields: keys of stored rows come from these
+    complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
+    data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+
+
+def serialize_schema(schema: pa.Schema) -> bytes:
+    return schema.serialize().to_pybytes()
+
+
+def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settings: TableSettings,
+                       instant_time: str, schema: pa.Schema, plan: BucketPlan,
+                       fs_view: FileSystemView) -> WriteTaskContext:
+    keys = placement_keys(len(plan))
+    return WriteTaskContext(
+        base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
+        schema_ipc=serialize_schema(with_meta_columns(schema)),
+        targets=bucket_targets(meta, plan, fs_view, settings.is_mor),
+        placement={keys[b]: b for b in range(len(plan))},
+        payload=payload_name(config, meta.table_config), ordering_field=settings.precombine,
+        bloom_options=bloom_options_of(config), compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
+        row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=settings.populate_meta_fields,
+        avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),
+                                    separators=(",", ":")) if settings.is_mor else None,
+        data_block_max_size=int(config.get(DATA_BLOCK_MAX_SIZE)),
+        data_block_format=_data_block_format(config.get(DATA_BLOCK_FORMAT)),
+        record_key_fields=tuple(settings.record_keys),
+        complex_keys=settings.keygen.keygen_type == "COMPLEX",
+    )
+
+
+def bucket_targets(meta: HoodieTableMetaClient, plan: BucketPlan, fs_view: FileSystemView,
+                   is_mor: bool) -> dict[int, BucketTarget]:
+    """Per bucket: the file group it writes, its latest base file and (merge-on-read updates) the log to create."""
+    latest = {(s.partition_path, s.file_id): s for s in fs_view.latest_file_slices()}
+    pending = _pending_compaction_instants(meta) if is_mor else {}
+    targets = {}
+    for b in plan.buckets:
+        slice_ = latest.get((b.partition_path, b.file_id)) if b.bucket_type is BucketType.UPDATE else None
+        base = slice_.base_file if slice_ else None
+        log = None
+        if is_mor and slice_ is not None:
+            log = _log_target(slice_, pending.get((b.partition_path, b.file_id)))
+        targets[b.bucket_id] = BucketTarget(b.bucket_type, b.partition_path, b.file_id,
+                                            base.path if base else None, base.instant_time if base else "null", log)
+    return targets
+
+
+def _pending_compaction_instants(meta: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant of the pending compaction whose plan holds the file group."""
+    from storage.table_service.compaction import read_plan
+
+    out = {}
+    for inst in meta.timeline.pending().of_actions([Action.COMPACTION]):
+        for op in read_plan(meta, inst.timestamp).get("operations") or []:
+            out[(op.get("partitionPath") or "", op["fileId"])] = inst.timestamp
+    return out
+
+
+def _log_target(slice_: FileSlice, pending_compaction: str | None) -> LogTarget:
+    """Where an append goes: the next log version of the latest slice, or (while a compaction of the group is
+    pending) a new slice that starts at the compaction instant, as Hudi's file-system view does."""
+    if pending_compaction is not None and pending_compaction > slice_.base_instant:
+        return LogTarget(pending_compaction, 1)
+    versions = [lf.parsed.version for lf in slice_.log_files]
+    return LogTarget(slice_.base_instant, max(versions, default=0) + 1)
+
+
+def _data_block_format(value: str) -> str:
+    fmt = str(value).strip().lower()
+    if fmt not in ("avro", "parquet"):
+        raise HoodieWriteError(f"unsupported hoodie.logfile.data.block.format {value!r}: use avro or parquet")
+    return fmt

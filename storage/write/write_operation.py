@@ -1,0 +1,226 @@
+"""One write (insert, upsert, bulk_insert, delete, insert_overwrite[_table]) from a Spark DataFrame to a table,
+as a two-phase commit, holding that write's state from start to end: prepare -> locate -> write -> commit.
+
+- prepare: the input checked against the table, keyed and combined (storage.write.prepare);
+- locate: the table created if new, failed writes rolled back, each record's file group found by the index and
+  the buckets planned (storage.write.locate, storage.write.bucketing);
+- write: a requested and an inflight instant, then one Spark task per bucket writes one file in Arrow and returns
+  its write stat (storage.write.handle);
+- commit: the stats become the commit metadata of the completed instant (storage.write.commit).
+Nothing is visible to readers before the completed instant exists; a failure before it leaves the table as it
+was (the write's files and instant files are removed), and nothing after it can undo the commit.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark import StorageLevel
+from pyspark.sql import DataFrame, SparkSession
+
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
+from storage.exception import HoodieDuplicateKeyError
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
+from storage.timeline.instant import Action
+from storage.write.bucketing import assign_buckets, plan_write
+from storage.write.commit import (
+    commit_metadata,
+    inflight_content,
+    post_commit,
+    requested_content,
+)
+from storage.write.commit_callback import CommitEvent
+from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
+from storage.write.heartbeat import Heartbeat
+from storage.write.locate import is_global_index, tag_location, workload_profile
+from storage.write.markers import delete_marker_dir
+from storage.write.operation import WriteOperationType
+from storage.write.partitioner import BucketPlan, WorkloadProfile
+from storage.write.prepare import (
+    KEY_COUNT,
+    combine_before_write,
+    dedup,
+    key_records,
+    partition_counts,
+    target_schema,
+    validate_input,
+)
+from storage.write.rollback import abort_write, rollback_failed_writes
+from storage.write.table_settings import (
+    TableSettings,
+    resolve_table_settings,
+    table_config_for,
+)
+from storage.write.task_context import WriteTaskContext, build_task_context
+
+log = logging.getLogger(__name__)
+
+_CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer after data files exist
+_PROFILED = (WriteOperationType.UPSERT, WriteOperationType.DELETE, WriteOperationType.INSERT)
+
+
+@dataclass
+class WriteResult:
+    """What a write did: its instant and commit metadata (None when there was nothing to commit and empty commits
+    are off), and the commit callbacks that failed (the commit stands regardless)."""
+
+    instant_time: str | None = None
+    action: str | None = None
+    metadata: HoodieCommitMetadata | None = None
+    callback_failures: list[tuple[str, Exception]] = field(default_factory=list)
+
+
+@dataclass
+class Prepared:
+    """The input of a write, keyed and combined, with its per-partition counts."""
+
+    settings: TableSettings
+    schema: pa.Schema  # the table's data schema after this write
+    records: DataFrame
+    counts: dict[str, int]
+
+    @property
+    def partitions(self) -> list[str]:
+        return sorted(self.counts)
+
+
+@dataclass
+class Located:
+    """Where the records go: the table, its file-system view, the tagged records and the bucket plan."""
+
+    meta: HoodieTableMetaClient
+    fs_view: FileSystemView
+    tagged: DataFrame
+    profile: WorkloadProfile | None
+    plan: BucketPlan
+
+
+@dataclass
+class WriteOperation:
+    """One write to the table at `base_path`; `run` it once."""
+
+    spark: SparkSession
+    base_path: str
+    config: HoodieConfig
+    operation: WriteOperationType
+    require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
+
+    def run(self, df: DataFrame) -> WriteResult:
+        meta = HoodieTableMetaClient.load(self.base_path) if HoodieTableMetaClient.exists(self.base_path) else None
+        with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
+            if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
+                log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)
+                return WriteResult()
+            return self._write_and_commit(prepared, located)
+
+    # -- prepare ---------------------------------------------------------------------------------------------
+    @contextmanager
+    def _prepare(self, df: DataFrame, meta: HoodieTableMetaClient | None) -> Iterator[Prepared]:
+        op = self.operation
+        settings = resolve_table_settings(self.config, meta.table_config if meta else None)
+        validate_input(df, settings, op)
+        schema = target_schema(df, meta, op)
+        records = key_records(df, settings, op, schema)
+        combine = combine_before_write(self.config, op)
+        if combine or self.require_unique_keys:
+            records = dedup(records, settings, is_global_index(self.config), count_keys=self.require_unique_keys)
+        # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
+        # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan.
+        with _persisted(records, op.uses_index or combine) as records:
+            counts = partition_counts(records)
+            yield Prepared(settings, schema, records.drop(KEY_COUNT), counts)
+
+    # -- locate ----------------------------------------------------------------------------------------------
+    @contextmanager
+    def _locate(self, prepared: Prepared, meta: HoodieTableMetaClient | None) -> Iterator[Located]:
+        op, settings = self.operation, prepared.settings
+        if meta is None:
+            meta = HoodieTableMetaClient.init_table(self.base_path,
+                                                    table_config_for(settings, self.config, prepared.schema))
+        rollback_failed_writes(meta)
+        fs_view = FileSystemView(meta)
+        tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
+                              prepared.partitions, sum(prepared.counts.values()))
+        # the index join feeds both the workload profile and the write tasks: computed once
+        with _persisted(tagged, op.uses_index) as tagged:
+            profile = workload_profile(tagged) if op in _PROFILED else None
+            if self.require_unique_keys and op is WriteOperationType.UPSERT \
+                    and profile.written > sum(prepared.counts.values()):
+                raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
+                                              "the index lookup matched it more than once")
+            plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)
+            yield Located(meta, fs_view, tagged, profile, plan)
+
+    # -- write and commit ------------------------------------------------------------------------------------
+    def _write_and_commit(self, prepared: Prepared, located: Located) -> WriteResult:
+        op, meta, settings = self.operation, located.meta, prepared.settings
+        timeline = meta.active_timeline
+        action = Action.DELTA_COMMIT if settings.is_mor and op.commit_action == Action.COMMIT else op.commit_action
+        instant_time = timeline.new_instant_time()
+        # built before any instant file exists: a bad option fails the write with nothing to undo
+        ctx = build_task_context(meta, self.config, settings, instant_time, prepared.schema, located.plan,
+                                 located.fs_view)
+        heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
+        try:
+            metadata = self._publish(located, prepared, ctx, action, instant_time)
+        finally:
+            heartbeat.stop()
+        delete_marker_dir(meta.storage, meta.marker_dir(instant_time))
+        meta.reload()
+        event = CommitEvent(self.base_path, settings.name, instant_time, action, op.metadata_name,
+                            dict(self.config.items()))
+        failures = post_commit(self.spark, meta, self.config, event)
+        return WriteResult(instant_time, action, metadata, failures)
+
+    def _publish(self, located: Located, prepared: Prepared, ctx: WriteTaskContext, action: str,
+                 instant_time: str) -> HoodieCommitMetadata:
+        """requested -> inflight -> data files -> completed. Any failure before the completed instant exists
+        removes this write's files and instants (the table is as it was)."""
+        op, meta = self.operation, located.meta
+        timeline = meta.active_timeline
+        try:
+            requested = timeline.create_requested(action, instant_time, requested_content(op))
+            inflight = timeline.transition_to_inflight(requested, inflight_content(op, located.plan))
+            stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx)
+            metadata = commit_metadata(op, stats, prepared.schema, prepared.settings, located.fs_view,
+                                       prepared.partitions)
+            if os.environ.get(_CRASH_HOOK) == "1":
+                os._exit(17)
+        except BaseException:
+            log.exception("write %s failed; undoing it", instant_time)
+            abort_write(meta, instant_time)
+            raise
+        timeline.transition_to_complete(inflight, metadata.to_json_bytes())
+        return metadata
+
+
+def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
+                     ctx: WriteTaskContext) -> list[HoodieWriteStat]:
+    """One Spark task per bucket, each writing one file and returning its write stat."""
+    if len(plan) == 0:
+        return []
+    keys = {b: k for k, b in ctx.placement.items()}
+    assigned = assign_buckets(spark, tagged, plan, keys).repartition(len(plan), BUCKET_COLUMN)
+    rows = assigned.groupBy(BUCKET_COLUMN).applyInArrow(write_bucket_udf(ctx), STAT_SCHEMA_DDL).collect()
+    return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
+
+
+@contextmanager
+def _persisted(df: DataFrame, enabled: bool) -> Iterator[DataFrame]:
+    """`df` cached for the duration of the block when it is read more than once."""
+    if not enabled:
+        yield df
+        return
+    df = df.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        yield df
+    finally:
+        df.unpersist()
