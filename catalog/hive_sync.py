@@ -182,7 +182,7 @@ def _record(report: SyncReport) -> None:
 
 
 def last_sync_report(base_path: str) -> SyncReport | None:
-    from storage.io.storage import normalize_base_path
+    from storage.io.storage_location import normalize_base_path
 
     with _REPORTS_LOCK:
         return _REPORTS.get(normalize_base_path(base_path))

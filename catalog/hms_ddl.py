@@ -45,7 +45,7 @@ def local_path(location: str | None) -> str | None:
     """The local path of a metastore location (file:/x, file:///x or /x)."""
     if not location:
         return None
-    from storage.io.storage import normalize_base_path
+    from storage.io.storage_location import normalize_base_path
 
     if location.startswith("file:") or location.startswith("/"):
         return normalize_base_path(location)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from storage.io.storage_options import session_storage_options, set_default_storage_options
+
 log = logging.getLogger(__name__)
 
 DEFAULT_CONF = {
@@ -73,6 +75,8 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    # code not handed a session (procedures, the catalog) reaches object stores as this session does
+    set_default_storage_options(lambda: session_storage_options(spark))
     _attach(spark, uri, embedded, str(warehouse_dir))
     return spark
 

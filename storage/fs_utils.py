@@ -7,7 +7,8 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from storage.io.storage import HoodieFileAlreadyExistsError, HoodieStorage
+from storage.exception import HoodieFileAlreadyExistsError
+from storage.io.storage import HoodieStorage
 
 META_FOLDER = ".hoodie"
 TEMP_FOLDER = ".temp"

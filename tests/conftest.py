@@ -8,6 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fixture_tables import extract_fixture, missing_fixtures_message, running_in_ci  # noqa: E402
+from s3_server import s3_server, s3_spark  # noqa: E402,F401 - fixtures
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

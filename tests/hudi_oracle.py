@@ -11,11 +11,15 @@ META = ("_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_h
         "_hoodie_file_name")
 
 
-def hudi_rs_read(base_path: str, as_of: str | None = None) -> pa.Table:
+def hudi_rs_read(base_path: str, as_of: str | None = None, storage_options: dict[str, str] | None = None) -> pa.Table:
+    """`storage_options`: hudi-rs's object-store options (e.g. `S3Endpoint.hudi_rs_options()`)."""
     opts = HudiReadOptions()
     if as_of:
         opts = opts.with_as_of_timestamp(as_of)
-    table = HudiTableBuilder.from_base_uri(str(base_path)).build()
+    builder = HudiTableBuilder.from_base_uri(str(base_path))
+    if storage_options:
+        builder = builder.with_storage_options(storage_options)
+    table = builder.build()
     batches = table.read(opts)
     if not batches:
         return pa.table({})

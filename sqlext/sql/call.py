@@ -280,7 +280,7 @@ class ProcedureCall:
     def table_ref(self, table: str | None = None, path: str | None = None) -> HudiTableRef:
         """The Hudi table named by a `table` argument ('db.t', 't' or a path) or a `path` argument."""
         from sqlext.sql.resolver import is_hudi_table
-        from storage.io.storage import normalize_base_path
+        from storage.io.storage_location import normalize_base_path
 
         if table:
             quoted = _PATH_FORM.match(table.strip())  # hudi.`/abs/path`, as in SQL

@@ -8,8 +8,6 @@ already holds a Hudi table adopts it (columns, if given, must match). Partition 
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 from dataclasses import dataclass, field
 
 from pyspark.sql import DataFrame
@@ -18,11 +16,13 @@ from pyspark.sql.types import StructType
 from sqlglot import exp
 
 from sqlext.sql.properties import check_properties, prop_key, prop_value
-from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
-from storage.write.table_settings import init_table
+from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.table import HudiTable
-from storage.io.storage import normalize_base_path
+from storage.io.storage import HoodieStorage
+from storage.io.storage_location import normalize_base_path
+from storage.io.storage_options import session_storage_options
+from storage.write.table_settings import init_table
 from storage.write.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
@@ -104,13 +104,14 @@ def plan(ctx, node: exp.Create) -> DataFrame:
     ref = HudiTableRef(name.name, db, path)
     if is_hudi_table(path):
         return _adopt(ctx, spec, ref, table_node)
-    if os.path.isdir(path) and os.listdir(path):
+    storage = HoodieStorage.for_path(path, session_storage_options(ctx.spark))
+    if storage.list_dir(path):
         raise ctx.error(f"cannot create table {ref.qualified_name}: location {path} exists and is not empty",
                         table_node, table=ref.qualified_name)
     source = ctx.query(spec.query) if spec.query is not None else None
     schema = _schema(ctx, spec, source, table_node)
     options, extra = _options(ctx, spec, ref, schema, table_node)
-    created_dir = not os.path.exists(path)
+    created_dir = not storage.exists(path)
     try:
         init_table(path, options, to_arrow_schema(schema, timezone="UTC"), extra)
         ctx.resolver.register(ref)
@@ -124,10 +125,7 @@ def plan(ctx, node: exp.Create) -> DataFrame:
     except BaseException:
         # a failed CREATE leaves nothing behind: no half-created table, no registry entry
         ctx.resolver.unregister(ref)
-        if created_dir:
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            shutil.rmtree(os.path.join(path, ".hoodie"), ignore_errors=True)
+        storage.delete_dir(path if created_dir else f"{path}/.hoodie")
         raise
 
 

@@ -3,13 +3,14 @@ managed location (or with PURGE), keep them for a table created with an explicit
 from __future__ import annotations
 
 import logging
-import shutil
 
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from sqlext.sql.resolver import TableName
 from sqlext.sql.result import empty_result
+from storage.io.storage import HoodieStorage
+from storage.io.storage_options import session_storage_options
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,7 @@ def plan(ctx, node: exp.Drop) -> DataFrame:
         managed = ref.db is not None and ctx.resolver.location_for(TableName(ref.name, ref.db)).path == ref.path
         ctx.resolver.unregister(ref)
         if managed or node.args.get("purge"):
-            shutil.rmtree(ref.path)
+            HoodieStorage.for_path(ref.path, session_storage_options(ctx.spark)).delete_dir(ref.path)
             log.info("dropped %s and deleted %s", ref.qualified_name, ref.path)
         else:
             log.info("dropped %s; its files stay at %s", ref.qualified_name, ref.path)

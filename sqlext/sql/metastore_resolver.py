@@ -34,7 +34,7 @@ from sqlext.sql.resolver import (
     is_hudi_table,
     is_mor_table,
 )
-from storage.io.storage import normalize_base_path
+from storage.io.storage_location import normalize_base_path
 
 log = logging.getLogger(__name__)
 

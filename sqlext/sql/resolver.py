@@ -16,7 +16,7 @@ from typing import Callable, Protocol, runtime_checkable
 
 from sqlglot import exp
 
-from storage.io.storage import normalize_base_path
+from storage.io.storage_location import normalize_base_path
 from storage.table.meta_client import HoodieTableMetaClient
 
 log = logging.getLogger(__name__)

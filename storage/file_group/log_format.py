@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from storage.config import ConfigProperty, HoodieConfig
+from storage.exception import HoodieIOError
+from storage.io.storage import HoodieStorage
 from storage.file_group.log_block import (
     AvroDataBlock,
     BoundedReader,
@@ -43,6 +45,7 @@ _MIN_BLOCK_LENGTH = 4 + 4 + 4 + 8 + 4 + 8
 _INT32 = struct.Struct(">i")
 _INT64 = struct.Struct(">q")
 _SCAN_CHUNK = 1 << 20
+_REMOTE_CHUNK = 4 << 20  # object stores: ranged GETs of this size while walking a log file
 
 DATA_BLOCK_MAX_SIZE: ConfigProperty[int] = ConfigProperty(
     "hoodie.logfile.data.block.max.size", 256 * 1024 * 1024, int,
@@ -96,22 +99,36 @@ class HoodieLogFormatWriter:
     are split; `size()` / `should_roll_over()` let the caller move on to the next log version."""
 
     def __init__(self, path: str | os.PathLike[str], *, data_block_max_size: int = DATA_BLOCK_MAX_SIZE.default,
-                 log_file_max_size: int = LOG_FILE_MAX_SIZE.default, fsync: bool = False) -> None:
+                 log_file_max_size: int = LOG_FILE_MAX_SIZE.default, fsync: bool = False,
+                 storage: HoodieStorage | None = None) -> None:
         if data_block_max_size <= 0 or log_file_max_size <= 0:
             raise ValueError("block and file size limits must be positive")
         self.path = os.fspath(path)
+        self.storage = storage or HoodieStorage.for_path(self.path)
         self.data_block_max_size = data_block_max_size
         self.log_file_max_size = log_file_max_size
         self._fsync = fsync
-        self._file = open(self.path, "ab")  # noqa: SIM115 - closed by close()
-        self._size = self._file.tell()
+        self._file, self._size = self._open()
+        self._closed = False
+
+    def _open(self):
+        """Append where the file system can; elsewhere (object stores) a log file is written once, whole: the
+        caller rolls a new log version per append, as Hudi does on storage without append."""
+        if self.storage.supports_append:
+            existing = self.storage.size(self.path) if self.storage.exists(self.path) else 0
+            return self.storage.open_append_stream(self.path), existing
+        if self.storage.exists(self.path):
+            raise HoodieIOError(f"cannot append to {self.path}: {self.storage.scheme}:// has no append; "
+                                "write the next log file version instead")
+        return self.storage.open_output_stream(self.path), 0
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str], config: HoodieConfig | Mapping[str, Any] | None = None,
-                    *, fsync: bool = False) -> "HoodieLogFormatWriter":
+                    *, fsync: bool = False, storage: HoodieStorage | None = None) -> "HoodieLogFormatWriter":
         conf = config if isinstance(config, HoodieConfig) else HoodieConfig.of(config)
         return cls(path, data_block_max_size=conf.get_or(DATA_BLOCK_MAX_SIZE, DATA_BLOCK_MAX_SIZE.default),
-                   log_file_max_size=conf.get_or(LOG_FILE_MAX_SIZE, LOG_FILE_MAX_SIZE.default), fsync=fsync)
+                   log_file_max_size=conf.get_or(LOG_FILE_MAX_SIZE, LOG_FILE_MAX_SIZE.default), fsync=fsync,
+                   storage=storage)
 
     def size(self) -> int:
         """Current length of the log file in bytes."""
@@ -125,7 +142,7 @@ class HoodieLogFormatWriter:
 
     def append_blocks(self, blocks: Iterable[HoodieLogBlock]) -> list[AppendResult]:
         """Append `blocks` in order with one write; one result per block written (more if a block was split)."""
-        if self._file.closed:
+        if self._closed:
             raise ValueError(f"log writer for {self.path} is closed")
         pieces = [piece for block in blocks for piece in self._split(block)]
         payloads = [serialize_block(piece) for piece in pieces]
@@ -146,12 +163,15 @@ class HoodieLogFormatWriter:
     def _write(self, data: bytes) -> None:
         self._file.write(data)
         self._file.flush()
-        if self._fsync:
-            os.fsync(self._file.fileno())
         self._size += len(data)
 
     def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
         self._file.close()
+        if self._fsync:
+            self.storage.fsync(self.path)
 
     def __enter__(self) -> "HoodieLogFormatWriter":
         return self
@@ -185,17 +205,34 @@ class _BytesSource:
 
 
 class _FileSource:
-    """A log file on disk, read at random positions; its size is fixed when opened (a concurrent append is
-    not seen). Lazy content loads reopen the file so blocks outlive the reader."""
+    """A log file read at random positions through `HoodieStorage`; its size is fixed when opened (a concurrent
+    append is not seen). On object stores reads go in aligned chunks, so walking block headers costs a few
+    ranged GETs rather than one per header. Lazy content loads read their range anew, so blocks outlive the
+    reader."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, storage: HoodieStorage) -> None:
         self.name = path
-        self._file = open(path, "rb")  # noqa: SIM115 - closed by close()
-        self.size = os.fstat(self._file.fileno()).st_size
+        self._storage = storage
+        self._file = storage.open_input_file(path)
+        self.size = self._file.size()
+        self._chunk = 0 if storage.is_local else _REMOTE_CHUNK
+        self._cached: tuple[int, bytes] | None = None
 
     def read_at(self, pos: int, n: int) -> bytes:
-        self._file.seek(pos)
-        return self._file.read(n)
+        if not self._chunk or n > self._chunk:
+            return self._file.read_at(n, pos)
+        out = b""
+        while n > 0 and pos < self.size:
+            start = pos - pos % self._chunk
+            if self._cached is None or self._cached[0] != start:
+                self._cached = (start, self._file.read_at(self._chunk, start))
+            piece = self._cached[1][pos - start: pos - start + n]
+            if not piece:
+                break
+            out += piece
+            pos += len(piece)
+            n -= len(piece)
+        return out
 
     def find(self, pattern: bytes, start: int, end: int) -> int:
         """First occurrence of `pattern` entirely inside [start, end), read in chunks."""
@@ -211,16 +248,14 @@ class _FileSource:
         return -1
 
     def loader(self, pos: int, n: int) -> Callable[[], bytes]:
-        return lambda: _read_range(self.name, pos, n)
+        return lambda: _read_range(self._storage, self.name, pos, n)
 
     def close(self) -> None:
         self._file.close()
 
 
-def _read_range(path: str, pos: int, n: int) -> bytes:
-    with open(path, "rb") as f:
-        f.seek(pos)
-        data = f.read(n)
+def _read_range(storage: HoodieStorage, path: str, pos: int, n: int) -> bytes:
+    data = storage.read_range(path, pos, n)
     if len(data) != n:
         raise HoodieCorruptedLogError(f"{path}: {n} bytes expected at {pos}, the file now ends at {pos + len(data)}")
     return data
@@ -236,11 +271,13 @@ class HoodieLogFileReader:
     for (`block.read_content()` or the typed decoders). Damaged regions come back as `CorruptBlock`s.
     """
 
-    def __init__(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, lazy: bool = True) -> None:
+    def __init__(self, source: str | os.PathLike[str] | bytes | bytearray | memoryview, *, lazy: bool = True,
+                 storage: HoodieStorage | None = None) -> None:
         if isinstance(source, (bytes, bytearray, memoryview)):
             self._source: _BytesSource | _FileSource = _BytesSource(source)
         else:
-            self._source = _FileSource(os.fspath(source))
+            path = os.fspath(source)
+            self._source = _FileSource(path, storage or HoodieStorage.for_path(path))
         self._lazy = lazy
 
     @property

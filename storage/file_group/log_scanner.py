@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 import pyarrow as pa
 
 from storage.arrow_util import constant_array
+from storage.io.storage import HoodieStorage
 from storage.file_group.log_block import (
     AvroDataBlock,
     CommandBlock,
@@ -87,8 +88,10 @@ class HoodieMergedLogRecordScanner:
 
     def __init__(self, log_paths: Iterable[str], schema: pa.Schema, instant_visible: Callable[[str], bool],
                  latest_instant: str | None = None, ordering_field: str | None = None,
-                 key_filler: Callable[[pa.Table], pa.Table] | None = None) -> None:
+                 key_filler: Callable[[pa.Table], pa.Table] | None = None,
+                 storage: HoodieStorage | None = None) -> None:
         self.log_paths = list(log_paths)
+        self.storage = storage
         self.schema = schema
         self.instant_visible = instant_visible
         self.latest_instant = latest_instant
@@ -127,7 +130,7 @@ class HoodieMergedLogRecordScanner:
     def _read_blocks(self) -> list[_Block]:
         out: list[_Block] = []
         for path in self.log_paths:
-            with HoodieLogFileReader(path, lazy=True) as reader:
+            with HoodieLogFileReader(path, lazy=True, storage=self.storage) as reader:
                 for block in reader:
                     self.stats.blocks += 1
                     if block.is_corrupt():

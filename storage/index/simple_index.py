@@ -7,12 +7,15 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from storage.io.storage_options import StorageOptions, default_storage_options
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.read.parquet_scan import scan_parquet
 from storage.table.file_slice import HoodieBaseFile
 
 LOC_FILE_ID = "_hoodie_loc_file_id"
 LOC_PARTITION = "_hoodie_loc_partition"
 _FILE_ID_FROM_NAME = r"^(.+?)_\d+-\d+-\d+_\d+\.parquet$"
+_FILE_NAME = "_hoodie_src_file_name"
 
 
 @dataclass
@@ -23,28 +26,28 @@ class HoodieIndex:
     update_partition_path: bool = True
 
     def stored_keys(self, spark: SparkSession, base_files: list[HoodieBaseFile], key_columns,
-                    read_schema: StructType | None = None) -> DataFrame:
+                    read_schema: StructType | None = None, storage_options: StorageOptions | None = None) -> DataFrame:
         """(record key, partition path, file id) of every record in `base_files`. With `read_schema` (the columns
         the keys come from) Spark reads no footers up front to infer a schema."""
         paths = [bf.path for bf in base_files]
-        reader = spark.read.schema(read_schema) if read_schema is not None else spark.read
-        df = reader.parquet(*paths)
+        df = scan_parquet(spark, paths, read_schema, storage_options or default_storage_options(), _FILE_NAME)
         record_key, partition = key_columns(df)
         return df.select(
             record_key.alias(RECORD_KEY),
             partition.alias(LOC_PARTITION),
-            F.regexp_extract(F.col("_metadata.file_name"), _FILE_ID_FROM_NAME, 1).alias(LOC_FILE_ID),
+            F.regexp_extract(F.col(_FILE_NAME), _FILE_ID_FROM_NAME, 1).alias(LOC_FILE_ID),
         )
 
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],
-                     key_columns, broadcast_incoming: bool = False, read_schema: StructType | None = None) -> DataFrame:
+                     key_columns, broadcast_incoming: bool = False, read_schema: StructType | None = None,
+                     storage_options: StorageOptions | None = None) -> DataFrame:
         """`records` with their stored location. With `broadcast_incoming` (a batch small enough to broadcast),
         the stored keys are filtered by a broadcast semi-join against the incoming keys and the few matches are
         broadcast back: the table's keys are scanned but never shuffled. Otherwise a plain shuffle join."""
         if not base_files:
             return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(
                 LOC_PARTITION, F.lit(None).cast("string"))
-        stored = self.stored_keys(spark, base_files, key_columns, read_schema)
+        stored = self.stored_keys(spark, base_files, key_columns, read_schema, storage_options)
         on = [RECORD_KEY]
         if not self.is_global:
             stored = stored.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))

@@ -2,12 +2,11 @@
 footer entries Hudi's bloom index reads (bloom filter, min/max record key)."""
 from __future__ import annotations
 
-import os
-
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.io.storage import HoodieStorage
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.meta_fields import RECORD_KEY
 from storage.bloom import (
@@ -40,16 +39,19 @@ def footer_metadata(record_keys: pa.Array, bloom_options: dict) -> dict[bytes, b
     }
 
 
-def write_base_file(path: str, table: pa.Table, bloom_options: dict, compression: str = "snappy",
-                    row_group_bytes: int = 128 * 1024 * 1024, populate_meta_fields: bool = True) -> int:
+def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_options: dict,
+                    compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
+                    populate_meta_fields: bool = True) -> int:
     """Write `table` (meta columns first) to `path`; returns the file size in bytes."""
     meta = footer_metadata(table.column(RECORD_KEY), bloom_options) if populate_meta_fields else {}
     rows_per_group = _rows_per_group(table, row_group_bytes)
-    with pq.ParquetWriter(path, table.schema, compression=compression, write_statistics=True) as writer:
-        writer.write_table(table, row_group_size=rows_per_group)
-        if meta:
-            writer.add_key_value_metadata(meta)
-    return os.path.getsize(path)
+    with storage.open_output_stream(path) as out:
+        with pq.ParquetWriter(out, table.schema, compression=compression, write_statistics=True) as writer:
+            writer.write_table(table, row_group_size=rows_per_group)
+            if meta:
+                writer.add_key_value_metadata(meta)
+        size = out.tell()
+    return size
 
 
 def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:

@@ -13,14 +13,16 @@ builds it once and ships it to the tasks.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from storage.arrow_util import constant_array
+from storage.io.parquet import parquet_file, read_parquet_schema
+from storage.io.storage import HoodieStorage
+from storage.io.storage_options import StorageOptions
 from storage.file_group.log_scanner import HoodieMergedLogRecordScanner, LogScanStats
 from storage.merge.record_merger import (
     WRITE_SEQ,
@@ -65,6 +67,11 @@ class FileSliceReadContext:
     record_key_fields: tuple[str, ...]
     populate_meta_fields: bool = True
     complex_keys: bool = False  # ComplexKeyGenerator: keys spelled `f:v,...` even for one field
+    storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
+
+    @property
+    def storage(self) -> HoodieStorage:
+        return HoodieStorage.for_path(self.base_path, self.storage_options)
 
     @property
     def is_v8(self) -> bool:
@@ -109,6 +116,7 @@ class FileSliceReadContext:
             populate_meta_fields=config.populate_meta_fields,
             complex_keys=resolve_keygen_type(config.keygen_class, config.record_key_fields or [],
                                              config.partition_fields or []) == "COMPLEX",
+            storage_options=meta_client.storage_options,
         )
 
 
@@ -130,7 +138,7 @@ def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema, ctx: Fi
     merge_schema, ordering_field = _merge_schema(out_schema, full_schema, file_slice, ctx)
     scanner = HoodieMergedLogRecordScanner(
         [lf.path for lf in file_slice.sorted_log_files()], merge_schema, ctx.is_instant_visible,
-        latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx))
+        latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx), storage=ctx.storage)
     scan = scanner.scan()
     base = _read_base(file_slice, merge_schema, ctx)
     if scan.records.num_rows == 0 and scan.deletes.num_rows == 0:
@@ -160,7 +168,8 @@ def _merge_schema(out_schema: pa.Schema, full_schema: pa.Schema, file_slice: Fil
         schema = schema.append(full_schema.field(ordering))
     needs_base = (ordering and ordering not in schema.names) or not ctx.populate_meta_fields
     # the base file's footer, read only when the merge needs a column the read schema lacks
-    base_schema = pq.read_schema(file_slice.base_file.path) if needs_base and file_slice.base_file else None
+    base_schema = read_parquet_schema(ctx.storage, file_slice.base_file.path) \
+        if needs_base and file_slice.base_file else None
     if ordering and ordering not in schema.names:
         found = _field_type(base_schema, ordering)
         if found is None:
@@ -204,7 +213,7 @@ def _read_base(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadConte
         return None
     path = file_slice.base_file.path
     wanted = [n for n in schema.names if n != MERGE_KEY]
-    parquet = pq.ParquetFile(path)
+    parquet = parquet_file(ctx.storage, path)
     present = [n for n in wanted if n in parquet.schema_arrow.names]
     table = parquet.read(columns=present)
     filler = _key_filler(ctx)

@@ -20,6 +20,7 @@ from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
 from storage.read.file_slice_reader import FileSliceReadContext
 from storage.read.mor_scan import merged_slices_frame
+from storage.read.parquet_scan import scan_parquet
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -47,7 +48,7 @@ def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | No
 def _read(spark: SparkSession, base_path: str, options: dict[str, str] | None,
           partition_filter: PartitionFilter | None, columns: Sequence[str] | None) -> DataFrame:
     config = HoodieConfig.of(options)
-    meta = HoodieTableMetaClient.load(base_path)
+    meta = HoodieTableMetaClient.load_in_session(spark, base_path, options)
     query_type = (config.get(RK.QUERY_TYPE) or "snapshot").lower()
     if query_type == "incremental":
         return _incremental(spark, meta, config, partition_filter)
@@ -87,7 +88,7 @@ def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list
     merged = merged_slices_frame(spark, merging, arrow_schema, spark_schema, ctx, names)
     if not plain:
         return merged
-    plain_df = spark.read.schema(spark_schema).parquet(*plain)
+    plain_df = scan_parquet(spark, plain, spark_schema, meta.storage_options)
     if names is not None:
         plain_df = plain_df.select(*[F.col(f"`{n}`") for n in names])
     return plain_df.unionByName(merged)
@@ -128,10 +129,7 @@ def _scan(spark: SparkSession, meta: HoodieTableMetaClient, files: list[str], as
         if schema is None:
             raise HoodieReadError(f"table {meta.base_path} has no schema yet (no completed commit)")
         return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
-    reader = spark.read
-    if schema is not None:
-        reader = reader.schema(schema)
-    return reader.parquet(*files)
+    return scan_parquet(spark, files, schema, meta.storage_options)
 
 
 def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,

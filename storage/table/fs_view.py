@@ -6,10 +6,10 @@ the greatest base instant at or before that commit's completion.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from storage.fs_utils import META_FOLDER, PARTITION_METAFILE, parse_base_file_name, parse_log_file_name, relative_partition_path
+from storage.io.storage import FileInfo, HoodieStorage
+from storage.fs_utils import PARTITION_METAFILE, parse_base_file_name, parse_log_file_name, relative_partition_path
 from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroup, HoodieFileGroupId, HoodieLogFile
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant
@@ -22,48 +22,35 @@ class _Listing:
     log_files: list[tuple[str, HoodieLogFile]] = field(default_factory=list)
 
 
-def list_table_files(base_path: str, partitions: list[str] | None = None) -> _Listing:
-    """One walk of the table's partition directories (`.hoodie` and hidden directories skipped)."""
+def list_table_files(storage: HoodieStorage, base_path: str, partitions: list[str] | None = None) -> _Listing:
+    """The table's data files: one recursive listing of the table (`partitions` None) or one listing per named
+    partition; `.hoodie` and other hidden directories are skipped."""
     listing = _Listing()
-    roots = [base_path] if partitions is None else [f"{base_path}/{p}" if p else base_path for p in partitions]
-    for root in roots:
-        walk = os.walk(root) if partitions is None else [_one_level(root)]
-        for directory, dirnames, filenames in walk:
-            dirnames[:] = [d for d in dirnames if not d.startswith(".") and d != META_FOLDER]
-            partition = relative_partition_path(base_path, directory)
-            _collect(listing, directory, partition, filenames)
+    base = base_path.rstrip("/")
+    if partitions is None:
+        infos = storage.list_files(base)
+    else:
+        infos = [i for p in partitions for i in storage.list_dir(f"{base}/{p}" if p else base) if not i.is_dir]
+    for info in infos:
+        directory, _, name = info.path[len(base) + 1:].rpartition("/")
+        if any(part.startswith(".") for part in directory.split("/") if part):
+            continue  # .hoodie, .temp and other hidden directories hold no data files
+        _collect(listing, directory, info, name)
     return listing
 
 
-def _one_level(directory: str) -> tuple[str, list[str], list[str]]:
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return directory, [], []
-    return directory, [], [n for n in names if os.path.isfile(f"{directory}/{n}")]
-
-
-def _collect(listing: _Listing, directory: str, partition: str, filenames: list[str]) -> None:
-    for name in filenames:
-        if name == PARTITION_METAFILE or name.startswith(PARTITION_METAFILE):
+def _collect(listing: _Listing, partition: str, info: FileInfo, name: str) -> None:
+    if name == PARTITION_METAFILE or name.startswith(PARTITION_METAFILE):
+        listing.partitions.add(partition)
+        return
+    if name.startswith("."):
+        if parse_log_file_name(name):
+            listing.log_files.append((partition, HoodieLogFile.of(info.path, info.size)))
             listing.partitions.add(partition)
-            continue
-        path = f"{directory}/{name}"
-        if name.startswith("."):
-            if parse_log_file_name(name):
-                listing.log_files.append((partition, HoodieLogFile.of(path, _size(path))))
-                listing.partitions.add(partition)
-            continue
-        if parse_base_file_name(name):
-            listing.base_files.append(HoodieBaseFile.of(path, _size(path)))
-            listing.partitions.add(partition)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except FileNotFoundError:
-        return 0
+        return
+    if parse_base_file_name(name):
+        listing.base_files.append(HoodieBaseFile.of(info.path, info.size))
+        listing.partitions.add(partition)
 
 
 class FileSystemView:
@@ -82,7 +69,7 @@ class FileSystemView:
             i.timestamp for i in meta_client.timeline.pending().of_actions([Action.COMPACTION])
         } if include_pending_compaction else set()
         self.replaced = self._replaced_file_groups()
-        listing = list_table_files(meta_client.base_path, partitions)
+        listing = list_table_files(meta_client.storage, meta_client.base_path, partitions)
         self._partitions = sorted(listing.partitions)
         self._groups = self._build_groups(listing)
 

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from storage.config import TableConfigKeys as K
 from storage.fs_utils import META_FOLDER, TEMP_FOLDER
-from storage.io.storage import HoodieStorage, normalize_base_path
+from storage.io.storage import HoodieStorage
+from storage.io.storage_location import normalize_base_path
+from storage.io.storage_options import StorageOptions, session_storage_options
 from storage.table.table_config import (
     HoodieTableConfig,
     HoodieTableNotFoundError,
@@ -41,10 +43,15 @@ class HoodieTableMetaClient:
     def timeline(self) -> HoodieTimeline:
         return self.active_timeline.timeline
 
+    @property
+    def storage_options(self) -> StorageOptions:
+        """How executors reach this table (shipped in task contexts)."""
+        return self.storage.options
+
     @classmethod
     def load(cls, base_path: str, storage: HoodieStorage | None = None) -> "HoodieTableMetaClient":
-        storage = storage or HoodieStorage()
         base = normalize_base_path(base_path)
+        storage = storage or HoodieStorage.for_path(base)
         meta = f"{base}/{META_FOLDER}"
         if not storage.is_dir(meta):
             raise HoodieTableNotFoundError(f"not a Hudi table: {base} has no {META_FOLDER} directory")
@@ -55,16 +62,23 @@ class HoodieTableMetaClient:
         return cls(base, storage, config, timeline)
 
     @classmethod
+    def load_in_session(cls, spark, base_path: str, options: dict[str, str] | None = None) -> "HoodieTableMetaClient":
+        """Load with the storage options of a Spark session (its `spark.hadoop.fs.*` conf) and `options`."""
+        base = normalize_base_path(base_path)
+        return cls.load(base, HoodieStorage.for_path(base, session_storage_options(spark, options)))
+
+    @classmethod
     def exists(cls, base_path: str, storage: HoodieStorage | None = None) -> bool:
-        storage = storage or HoodieStorage()
-        meta = f"{normalize_base_path(base_path)}/{META_FOLDER}"
+        base = normalize_base_path(base_path)
+        storage = storage or HoodieStorage.for_path(base)
+        meta = f"{base}/{META_FOLDER}"
         return storage.exists(f"{meta}/hoodie.properties") or storage.exists(f"{meta}/hoodie.properties.backup")
 
     @classmethod
     def init_table(cls, base_path: str, config: HoodieTableConfig, storage: HoodieStorage | None = None) -> "HoodieTableMetaClient":
         """Create `.hoodie/` with its properties and auxiliary folders (table version 6, layout 1)."""
-        storage = storage or HoodieStorage()
         base = normalize_base_path(base_path)
+        storage = storage or HoodieStorage.for_path(base)
         meta = f"{base}/{META_FOLDER}"
         for sub in ("", TEMP_FOLDER, ".aux", ".schema", "archived"):
             storage.mkdirs(f"{meta}/{sub}".rstrip("/"))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
+from storage.io.parquet import read_parquet_schema
 from storage.table.meta_client import HoodieTableMetaClient
 
 
@@ -32,5 +32,5 @@ def table_data_schema(meta_client: HoodieTableMetaClient, as_of: str | None = No
     if sample_file:
         from storage.write.schema import data_schema
 
-        return data_schema(pq.read_schema(sample_file))
+        return data_schema(read_parquet_schema(meta_client.storage, sample_file))
     return None

@@ -179,7 +179,7 @@ def run_compaction(spark, base_path: str, instant: str | None = None,
     """Execute pending compaction `instant` (or every pending one, oldest first); the completed instants."""
     from storage.table_service.compactor import execute_compaction
 
-    mc = HoodieTableMetaClient.load(base_path)
+    mc = HoodieTableMetaClient.load_in_session(spark, base_path, options)
     pending = [i.timestamp for i in mc.timeline.pending().of_actions([Action.COMPACTION])]
     if instant is not None:
         if instant not in pending:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any, Iterator
@@ -27,7 +26,6 @@ from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
 from storage.io.base_file_writer import bloom_options_of, write_base_file
-from storage.io.storage import HoodieStorage
 from storage.meta_fields import FILE_NAME
 from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice_with_stats
 from storage.read.mor_scan import DESCRIPTOR_SCHEMA, file_slice_of, slice_descriptor
@@ -65,25 +63,30 @@ class CompactionTaskContext:
         return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
 
 
-def operation_slice(base_path: str, operation: dict[str, Any]) -> FileSlice:
-    """The file slice a plan operation names (plans store file names relative to the partition)."""
+def operation_slices(meta: HoodieTableMetaClient, operations: list[dict[str, Any]]) -> list[FileSlice]:
+    """The file slices the plan's operations name (plans store file names relative to the partition), with
+    their sizes from one listing per partition."""
+    sizes: dict[str, dict[str, int]] = {}
+    for partition in {op.get("partitionPath") or "" for op in operations}:
+        directory = join_path(meta.base_path, partition) if partition else meta.base_path
+        sizes[partition] = {f.name: f.size for f in meta.storage.list_dir(directory) if not f.is_dir}
+    return [_operation_slice(meta.base_path, op, sizes[op.get("partitionPath") or ""]) for op in operations]
+
+
+def _operation_slice(base_path: str, operation: dict[str, Any], sizes: dict[str, int]) -> FileSlice:
     partition = operation.get("partitionPath") or ""
     directory = join_path(base_path, partition) if partition else base_path
+
+    def size(name: str) -> int:
+        if name not in sizes:
+            raise HoodieCompactionExecutionError(f"compaction plan names {join_path(directory, name)}, "
+                                                 "which does not exist")
+        return sizes[name]
+
     base_name = operation.get("dataFilePath")
-    base = None
-    if base_name:
-        path = join_path(directory, base_name)
-        base = HoodieBaseFile.of(path, _size(path))
-    logs = [HoodieLogFile.of(join_path(directory, n), _size(join_path(directory, n)))
-            for n in operation.get("deltaFilePaths") or []]
+    base = HoodieBaseFile.of(join_path(directory, base_name), size(base_name)) if base_name else None
+    logs = [HoodieLogFile.of(join_path(directory, n), size(n)) for n in operation.get("deltaFilePaths") or []]
     return FileSlice(HoodieFileGroupId(partition, operation["fileId"]), operation["baseInstantTime"], base, logs)
-
-
-def _size(path: str) -> int:
-    try:
-        return os.path.getsize(path)
-    except FileNotFoundError as exc:
-        raise HoodieCompactionExecutionError(f"compaction plan names {path}, which does not exist") from exc
 
 
 def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> HoodieWriteStat:
@@ -97,11 +100,11 @@ def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> Hoo
                                constant_array(file_name, merged.num_rows, pa.string()))
     if not ctx.populate_meta_fields:
         merged = null_meta_fields(merged)
-    storage = HoodieStorage()
+    storage = ctx.read.storage
     partition = file_slice.partition_path
     write_partition_metadata(storage, ctx.base_path, partition, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, partition, file_name, IOType.CREATE)
-    size = write_base_file(join_path(ctx.base_path, partition, file_name), merged, ctx.bloom_options,
+    size = write_base_file(storage, join_path(ctx.base_path, partition, file_name), merged, ctx.bloom_options,
                            ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
     log_size = sum(lf.size for lf in file_slice.log_files)
     took = int((time.time() - started) * 1000)
@@ -142,7 +145,7 @@ def _undo_failed_attempt(meta: HoodieTableMetaClient, instant: HoodieInstant) ->
         raise HoodieCompactionExecutionError(f"compaction {instant.timestamp} of {meta.base_path} is being executed by "
                                        "another running process")
     marker_dir = meta.marker_dir(instant.timestamp)
-    markers = list_markers(marker_dir)
+    markers = list_markers(meta.storage, marker_dir)
     for marker in markers:
         meta.storage.delete(join_path(meta.base_path, marker.partition_path, marker.file_name))
     delete_marker_dir(meta.storage, marker_dir)
@@ -163,7 +166,7 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
         timeline = meta.active_timeline
     requested = timeline.requested_of(pending[0])
     operations = plan.get("operations") or []
-    slices = [operation_slice(meta.base_path, op) for op in operations]
+    slices = operation_slices(meta, operations)
     ctx = _task_context(meta, instant_time, slices, options)
     heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
     try:

@@ -83,7 +83,7 @@ class ActiveTimeline:
 
     # -- reading ---------------------------------------------------------------------------------
     def reload(self) -> "ActiveTimeline":
-        latest: dict[tuple[str, str], HoodieInstant] = {}
+        """List the timeline directory again (one listing)."""
         files: dict[HoodieInstant, str] = {}
         for info in self.storage.list_dir(self.path):
             if info.is_dir:
@@ -94,12 +94,21 @@ class ActiveTimeline:
             if self.layout_version >= 2 and instant.is_completed and not instant.completion_time:
                 continue  # in layout 2 a completed instant must name its completion time
             files[instant] = info.path
+        return self._rebuild(files)
+
+    def _rebuild(self, files: dict[HoodieInstant, str]) -> "ActiveTimeline":
+        latest: dict[tuple[str, str], HoodieInstant] = {}
+        for instant in files:
             key = (instant.timestamp, _base_action(instant.action))
             if key not in latest or _state_rank(instant) > _state_rank(latest[key]):
                 latest[key] = instant
         self._files = files
         self.timeline = HoodieTimeline(tuple(sorted(latest.values(), key=HoodieInstant.sort_key)))
         return self
+
+    def _added(self, instant: HoodieInstant) -> "ActiveTimeline":
+        """This process created `instant`'s file: the timeline knows it without listing again."""
+        return self._rebuild({**self._files, instant: self._instant_path(instant)})
 
     def all_files(self) -> dict[HoodieInstant, str]:
         return dict(self._files)
@@ -133,28 +142,30 @@ class ActiveTimeline:
         instant = HoodieInstant(State.REQUESTED, action, timestamp)
         self.storage.create(self._instant_path(instant), content)
         log.debug("created %s", instant)
-        return self.reload().timeline.find(timestamp) or instant
+        return self._added(instant).timeline.find(timestamp) or instant
 
     def transition_to_inflight(self, requested: HoodieInstant, content: bytes = b"") -> HoodieInstant:
         inflight = HoodieInstant(State.INFLIGHT, requested.action, requested.timestamp)
         self.storage.create(self._instant_path(inflight), content)
-        self.reload()
+        self._added(inflight)
         return inflight
 
     def transition_to_complete(self, inflight: HoodieInstant, content: bytes = b"") -> HoodieInstant:
         completion = format_instant(parse_instant(self.new_instant_time())) if self.layout_version >= 2 else None
         completed = inflight.with_state(State.COMPLETED, completion)
         self.storage.create(self._instant_path(completed), content)
-        self.reload()
+        self._added(completed)
         log.info("completed %s", completed)
         return completed
 
     def delete_instant_files(self, timestamp: str) -> None:
         """Remove every file of a pending instant (after its rollback completed)."""
-        for instant, path in list(self._files.items()):
+        remaining = dict(self._files)
+        for instant, path in self._files.items():
             if instant.timestamp == timestamp and not instant.is_completed:
                 self.storage.delete(path)
-        self.reload()
+                del remaining[instant]
+        self._rebuild(remaining)
 
 
 def _base_action(action: str) -> str:

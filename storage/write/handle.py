@@ -12,7 +12,6 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from storage.arrow_util import constant_array, row_numbers
 from storage.fs_utils import (
@@ -22,7 +21,7 @@ from storage.fs_utils import (
     write_partition_metadata,
 )
 from storage.io.base_file_writer import write_base_file
-from storage.io.storage import HoodieStorage
+from storage.io.parquet import read_parquet
 from storage.meta_fields import (
     COMMIT_SEQNO,
     COMMIT_TIME,
@@ -131,10 +130,10 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     schema = ctx.schema
     partition_id, stage_id, attempt_id = task_ids()
     file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
-    storage = HoodieStorage()
+    storage = ctx.storage
     old = None
     if target.base_file_path:
-        old = align_to_schema(pq.read_table(target.base_file_path), schema)
+        old = align_to_schema(read_parquet(storage, target.base_file_path), schema)
         if not ctx.populate_meta_fields:
             old = _with_keys_from_fields(old, ctx)
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
@@ -150,7 +149,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     create_marker(storage, ctx.marker_dir, target.partition_path, file_name,
                   IOType.MERGE if target.base_file_path else IOType.CREATE)
     path = join_path(ctx.base_path, target.partition_path, file_name)
-    size = write_base_file(path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
+    size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
                            ctx.populate_meta_fields)
     took = int((time.time() - started) * 1000)
     return HoodieWriteStat(
@@ -225,7 +224,7 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     rows = _stamp(align_to_schema(writes, schema), ctx, target.file_id, partition_id)
     if not ctx.populate_meta_fields:
         rows = null_meta_fields(rows)
-    storage = HoodieStorage()
+    storage = ctx.storage
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, target.partition_path, log_name, IOType.APPEND)
     path = join_path(ctx.base_path, target.partition_path, log_name)
@@ -245,9 +244,9 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         blocks.append(DeleteBlock.from_records(
             [DeleteRecord(k, target.partition_path, v, otype if v is not None else None) for k, v in zip(keys, values)],
             ctx.instant_time, ctx.avro_schema_json))
-    with HoodieLogFormatWriter(path, data_block_max_size=ctx.data_block_max_size) as writer:
+    with HoodieLogFormatWriter(path, data_block_max_size=ctx.data_block_max_size, storage=storage) as writer:
         results = writer.append_blocks(blocks)
-    size = storage_size(path)
+        size = writer.size()
     took = int((time.time() - started) * 1000)
     rel = f"{target.partition_path}/{log_name}" if target.partition_path else log_name
     base_name = target.base_file_path.rsplit("/", 1)[-1] if target.base_file_path else ""
@@ -281,9 +280,3 @@ def _natural_order_for_delete_operation(deletes: pa.Table, ordering: pa.ChunkedA
     t = ordering.type
     natural = pa.scalar(0).cast(t) if (pa.types.is_integer(t) or pa.types.is_floating(t)) else pa.scalar(None, t)
     return pc.if_else(pc.equal(deletes.column(OP_COLUMN).combine_chunks(), OP_DELETE), natural, ordering)
-
-
-def storage_size(path: str) -> int:
-    import os
-
-    return os.path.getsize(path)

@@ -5,11 +5,11 @@ rolled back by deleting exactly the files its markers name.
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from storage.fs_utils import join_path
-from storage.io.storage import HoodieFileAlreadyExistsError, HoodieStorage
+from storage.exception import HoodieFileAlreadyExistsError
+from storage.io.storage import HoodieStorage
 
 MARKER_SUFFIX = ".marker."
 
@@ -38,15 +38,16 @@ def create_marker(storage: HoodieStorage, marker_dir: str, partition_path: str, 
         pass  # a retried task attempt writes the same marker
 
 
-def list_markers(marker_dir: str) -> list[Marker]:
+def list_markers(storage: HoodieStorage, marker_dir: str) -> list[Marker]:
+    """Every marker of a write (one recursive listing)."""
     markers = []
-    for directory, _dirs, files in os.walk(marker_dir):
-        partition = os.path.relpath(directory, marker_dir)
-        partition = "" if partition == "." else partition
-        for name in files:
-            if MARKER_SUFFIX in name:
-                file_name, _, io_type = name.rpartition(MARKER_SUFFIX)
-                markers.append(Marker(partition, file_name, io_type))
+    root = marker_dir.rstrip("/")
+    for info in storage.list_files(root):
+        relative = info.path[len(root) + 1:]
+        partition, _, name = relative.rpartition("/")
+        if MARKER_SUFFIX in name:
+            file_name, _, io_type = name.rpartition(MARKER_SUFFIX)
+            markers.append(Marker(partition, file_name, io_type))
     return markers
 
 

@@ -7,7 +7,6 @@ HoodieRollbackMetadata) completes the rollback, and the failed instant's files l
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -38,7 +37,7 @@ def failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
 def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> list[RollbackRequest]:
     """One request per file group touched by the failed instant, listing the files its markers name."""
     by_group: dict[tuple[str, str], RollbackRequest] = {}
-    for marker in list_markers(meta_client.marker_dir(instant.timestamp)):
+    for marker in list_markers(meta_client.storage, meta_client.marker_dir(instant.timestamp)):
         file_id = file_id_of(marker.file_name) or ""
         path = join_path(meta_client.base_path, marker.partition_path, marker.file_name)
         if marker.io_type == IOType.APPEND:
@@ -47,7 +46,7 @@ def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) ->
             req = by_group.setdefault((marker.partition_path, file_id), RollbackRequest(
                 marker.partition_path, file_id, parsed.instant_time if parsed else instant.timestamp))
             if meta_client.storage.exists(path):
-                req.log_blocks_to_roll_back[path] = os.path.getsize(path)
+                req.log_blocks_to_roll_back[path] = meta_client.storage.size(path)
             continue
         req = by_group.setdefault((marker.partition_path, file_id),
                                   RollbackRequest(marker.partition_path, file_id, instant.timestamp))
@@ -140,14 +139,16 @@ def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequ
     from storage.file_group.log_format import HoodieLogFormatWriter
     from storage.fs_utils import make_log_file_name
 
+    storage = meta_client.storage
     directory = join_path(meta_client.base_path, req.partition_path) if req.partition_path else meta_client.base_path
-    versions = [p.version for p in (parse_log_file_name(n) for n in os.listdir(directory))
+    versions = [p.version for p in (parse_log_file_name(f.name) for f in storage.list_dir(directory))
                 if p is not None and p.file_id == req.file_id and p.instant_time == req.latest_base_instant]
     name = make_log_file_name(req.file_id, req.latest_base_instant, max(versions, default=0) + 1, "0-0-0")
     path = join_path(directory, name)
-    with HoodieLogFormatWriter(path) as writer:
+    with HoodieLogFormatWriter(path, storage=storage) as writer:
         writer.append_block(CommandBlock.rollback(rollback_time, target))
-    return {path: os.path.getsize(path)}
+        size = writer.size()
+    return {path: size}
 
 
 def rollback_failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
@@ -161,7 +162,7 @@ def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
     """Undo a write of this process that failed before its commit: nothing was published, so its files and
     instant files are removed and the table is exactly as it was."""
     storage = meta_client.storage
-    for marker in list_markers(meta_client.marker_dir(instant_time)):
+    for marker in list_markers(meta_client.storage, meta_client.marker_dir(instant_time)):
         # log files are new per write (never appended to across instants), so an unpublished one goes whole
         storage.delete(join_path(meta_client.base_path, marker.partition_path, marker.file_name))
     delete_marker_dir(storage, meta_client.marker_dir(instant_time))

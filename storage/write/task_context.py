@@ -13,6 +13,8 @@ from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
 from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE
 from storage.io.base_file_writer import bloom_options_of
+from storage.io.storage import HoodieStorage
+from storage.io.storage_options import StorageOptions
 from storage.meta_fields import with_meta_columns
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
@@ -70,10 +72,15 @@ class WriteTaskContext:
     record_key_fields: tuple[str, ...] = ()  # tables without meta fields: keys of stored rows come from these
     complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
     data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
+    storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
 
     @property
     def schema(self) -> pa.Schema:
         return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+
+    @property
+    def storage(self) -> HoodieStorage:
+        return HoodieStorage.for_path(self.base_path, self.storage_options)
 
 
 def serialize_schema(schema: pa.Schema) -> bytes:
@@ -98,6 +105,7 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
         data_block_format=_data_block_format(config.get(DATA_BLOCK_FORMAT)),
         record_key_fields=tuple(settings.record_keys),
         complex_keys=settings.keygen.keygen_type == "COMPLEX",
+        storage_options=meta.storage_options,
     )
 
 

@@ -9,7 +9,9 @@ from pyspark.sql import DataFrame, SparkSession
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
-from storage.io.storage import normalize_base_path
+from storage.io.storage import HoodieStorage
+from storage.io.storage_location import normalize_base_path
+from storage.io.storage_options import session_storage_options
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.write.operation import WriteOperationType
@@ -21,6 +23,7 @@ class HoodieWriteClient:
         self.spark = spark
         self.base_path = normalize_base_path(base_path)
         self.config = HoodieConfig.of(options)
+        self.storage = HoodieStorage.for_path(self.base_path, session_storage_options(spark, options))
 
     def write(self, df: DataFrame, operation: str | None = None, require_unique_keys: bool = False) -> WriteResult:
         """Write `df` with `operation` (default: hoodie.datasource.write.operation). `require_unique_keys`:
@@ -28,7 +31,7 @@ class HoodieWriteClient:
         anything is written); an upsert through a global index also rejects a key stored in more than one
         partition. SQL MERGE relies on it to run as a plain upsert."""
         op = WriteOperationType.parse(operation or self.config.get(WK.OPERATION))
-        return WriteOperation(self.spark, self.base_path, self.config, op, require_unique_keys).run(df)
+        return WriteOperation(self.spark, self.storage, self.base_path, self.config, op, require_unique_keys).run(df)
 
 
 def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options: dict[str, str],
@@ -36,7 +39,8 @@ def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options:
     """`df.write.format("hudi").options(...).mode(mode).save(base_path)`; `require_unique_keys` as in
     `HoodieWriteClient.write`. Returns the commit metadata (None when nothing was committed)."""
     mode = (mode or "append").lower()
-    exists = HoodieTableMetaClient.exists(base_path)
+    client = HoodieWriteClient(spark, base_path, options)
+    exists = HoodieTableMetaClient.exists(client.base_path, client.storage)
     if exists and mode in ("error", "errorifexists", "default"):
         raise HoodieWriteError(f"table already exists at {base_path} (save mode {mode})")
     if exists and mode == "ignore":
@@ -44,4 +48,4 @@ def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options:
     operation = None
     if mode == "overwrite" and exists:
         operation = WriteOperationType.INSERT_OVERWRITE_TABLE.value
-    return HoodieWriteClient(spark, base_path, options).write(df, operation, require_unique_keys).metadata
+    return client.write(df, operation, require_unique_keys).metadata

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError
+from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
@@ -108,13 +109,15 @@ class WriteOperation:
     """One write to the table at `base_path`; `run` it once."""
 
     spark: SparkSession
+    storage: HoodieStorage
     base_path: str
     config: HoodieConfig
     operation: WriteOperationType
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
 
     def run(self, df: DataFrame) -> WriteResult:
-        meta = HoodieTableMetaClient.load(self.base_path) if HoodieTableMetaClient.exists(self.base_path) else None
+        exists = HoodieTableMetaClient.exists(self.base_path, self.storage)
+        meta = HoodieTableMetaClient.load(self.base_path, self.storage) if exists else None
         with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
             if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
                 log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)
@@ -144,7 +147,8 @@ class WriteOperation:
         op, settings = self.operation, prepared.settings
         if meta is None:
             meta = HoodieTableMetaClient.init_table(self.base_path,
-                                                    table_config_for(settings, self.config, prepared.schema))
+                                                    table_config_for(settings, self.config, prepared.schema),
+                                                    self.storage)
         rollback_failed_writes(meta)
         fs_view = FileSystemView(meta)
         tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,

@@ -2,7 +2,6 @@
 the completed commit at an instant time, commit-metadata totals as Hudi's HoodieCommitMetadata computes them."""
 from __future__ import annotations
 
-import os
 from datetime import datetime, timezone
 
 from storage.table.meta_client import HoodieTableMetaClient
@@ -33,7 +32,7 @@ def state_transition_time(meta: HoodieTableMetaClient, instant: HoodieInstant) -
     if path is None:
         return None
     try:
-        moment = datetime.fromtimestamp(os.path.getmtime(path), tz=timezone.utc)
+        moment = datetime.fromtimestamp(meta.storage.modification_time(path), tz=timezone.utc)
     except OSError:
         return None
     return format_instant(moment)

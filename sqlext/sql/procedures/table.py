@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import fnmatch
 import math
-import os
 
 from sqlext.sql.procedures.registry import optional, procedure, required
 from storage.fs_utils import parse_base_file_name
+from storage.io.storage import HoodieStorage
 
 
 @procedure("show_table_properties", [optional("table", "string"), optional("path", "string"),
@@ -74,16 +74,16 @@ def stats_file_sizes(call, args):
 
 
 def _base_files(base: str, pattern: str):
-    for directory, dirs, files in os.walk(base):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        rel = os.path.relpath(directory, base)
-        rel = "" if rel == "." else rel.replace(os.sep, "/")
+    base = base.rstrip("/")
+    for info in HoodieStorage.for_path(base).list_files(base):
+        rel, _, name = info.path[len(base) + 1:].rpartition("/")
+        if any(part.startswith(".") for part in rel.split("/") if part):
+            continue
         if pattern and not fnmatch.fnmatchcase(rel, pattern.strip("/")):
             continue
-        for name in files:
-            parsed = parse_base_file_name(name)
-            if parsed is not None:
-                yield parsed.instant_time, os.path.getsize(os.path.join(directory, name))
+        parsed = parse_base_file_name(name)
+        if parsed is not None:
+            yield parsed.instant_time, info.size
 
 
 def _histogram(label: str, values: list[int]) -> tuple:

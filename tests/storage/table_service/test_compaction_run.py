@@ -148,8 +148,8 @@ def test_inline_compaction_after_n_deltacommits(spark, tmp_path):
 
 def test_operation_slice_names_a_missing_file(tmp_path):
     with pytest.raises(compactor.HoodieCompactionExecutionError, match="does not exist"):
-        compactor.operation_slice(str(tmp_path), {"partitionPath": "p", "fileId": "f", "baseInstantTime": "1",
-                                                  "dataFilePath": None, "deltaFilePaths": [".f_1.log.1_0-1-1"]})
+        compactor._operation_slice(str(tmp_path), {"partitionPath": "p", "fileId": "f", "baseInstantTime": "1",
+                                                   "dataFilePath": None, "deltaFilePaths": [".f_1.log.1_0-1-1"]}, {})
 
 
 def test_compaction_of_java_written_table(spark, fixture_table, tmp_path):

@@ -1,6 +1,7 @@
 import pytest
 
-from storage.io.storage import HoodieFileAlreadyExistsError, HoodieStorage
+from storage.exception import HoodieFileAlreadyExistsError
+from storage.io.storage import HoodieStorage
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
 from storage.timeline.instant import Action, State, parse_instant_file_name
 from storage.timeline.instant_time import new_instant_time, normalize_instant_time

@@ -1,0 +1,37 @@
+"""Parquet files read through `HoodieStorage` (any scheme), and parquet bytes in memory (log blocks)."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from storage.io.storage import HoodieStorage
+
+
+def parquet_file(storage: HoodieStorage, path: str) -> pq.ParquetFile:
+    """A parquet file opened for reading (footer read now, column chunks on demand)."""
+    return pq.ParquetFile(storage.open_input_file(path))
+
+
+def read_parquet(storage: HoodieStorage, path: str, columns: Sequence[str] | None = None) -> pa.Table:
+    """The file's rows (only `columns` when given; names the file lacks are skipped)."""
+    file = parquet_file(storage, path)
+    if columns is not None:
+        present = set(file.schema_arrow.names)
+        columns = [c for c in columns if c in present]
+    return file.read(columns=columns)
+
+
+def read_parquet_schema(storage: HoodieStorage, path: str) -> pa.Schema:
+    return parquet_file(storage, path).schema_arrow
+
+
+def parquet_to_bytes(table: pa.Table, compression: str) -> bytes:
+    out = pa.BufferOutputStream()
+    pq.write_table(table, out, compression=compression)
+    return out.getvalue().to_pybytes()
+
+
+def parquet_from_bytes(data: bytes) -> pq.ParquetFile:
+    return pq.ParquetFile(pa.BufferReader(data))
