@@ -22,7 +22,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import fastavro
 import numpy as np
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from storage.avro.columnar import HoodieAvroDecodeError, decode_flat, flat_fields
 from storage.avro.encoding import encode_bytes, encode_long
@@ -32,6 +31,7 @@ from storage.avro.schema_converter import (
     avro_schema_to_json,
     avro_to_arrow_schema,
 )
+from storage.io.parquet import parquet_from_bytes, parquet_to_bytes
 from storage.exception import HoodieCorruptedLogError
 
 logger = logging.getLogger(__name__)
@@ -789,19 +789,18 @@ class ParquetDataBlock(HoodieLogBlock):
     @classmethod
     def from_table(cls, table: pa.Table, schema_json: str, instant_time: str, *, compression: str = "gzip",
                    header: Mapping[HeaderKey, str] | None = None) -> "ParquetDataBlock":
-        out = io.BytesIO()
-        pq.write_table(table, out, compression=compression)
-        return cls(header=_base_header(instant_time, schema_json, header), content=out.getvalue())
+        return cls(header=_base_header(instant_time, schema_json, header),
+                   content=parquet_to_bytes(table, compression))
 
     def to_table(self) -> pa.Table:
         try:
-            return pq.read_table(pa.BufferReader(self.read_content()))
+            return parquet_from_bytes(self.read_content()).read()
         except Exception as exc:  # arrow's parquet reader raises many types on damaged files
             raise HoodieCorruptedLogError(f"undecodable parquet block content: {exc}") from exc
 
     def record_count(self) -> int:
         try:
-            return pq.ParquetFile(pa.BufferReader(self.read_content())).metadata.num_rows
+            return parquet_from_bytes(self.read_content()).metadata.num_rows
         except Exception as exc:  # arrow's parquet reader raises many types on damaged files
             raise HoodieCorruptedLogError(f"undecodable parquet block footer: {exc}") from exc
 

@@ -21,6 +21,7 @@ from storage.keygen.key_generator import partition_values_from_path
 from storage.read.file_slice_reader import FileSliceReadContext
 from storage.read.mor_scan import merged_slices_frame
 from storage.read.parquet_scan import scan_parquet
+from storage.io.request_metrics import RequestTally
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -38,7 +39,9 @@ def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | No
     """The table as a DataFrame. `columns` (names, any case): only these columns, in the table's order — what
     a caller that knows its query needs passes, so a merge-on-read scan reads and merges only those (Spark
     cannot push a projection into the merging tasks)."""
+    tally = RequestTally(spark)
     df = _read(spark, base_path, options, partition_filter, columns)
+    tally.report(f"planning the read of {base_path}")  # the tasks' reads happen when the DataFrame runs
     if columns is None:
         return df
     wanted = {c.lower() for c in columns}

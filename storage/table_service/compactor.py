@@ -12,6 +12,7 @@ wrote them); only `_hoodie_file_name` changes, as in Hudi.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -26,6 +27,7 @@ from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
 from storage.io.base_file_writer import bloom_options_of, write_base_file
+from storage.io.request_metrics import RequestTally, counted_in_task
 from storage.meta_fields import FILE_NAME
 from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice_with_stats
 from storage.read.mor_scan import DESCRIPTOR_SCHEMA, file_slice_of, slice_descriptor
@@ -57,6 +59,7 @@ class CompactionTaskContext:
     compression: str
     row_group_bytes: int
     populate_meta_fields: bool
+    requests: Any = None  # accumulator of the tasks' storage requests
 
     @property
     def schema(self) -> pa.Schema:
@@ -133,7 +136,8 @@ def _compaction_tasks(ctx: CompactionTaskContext):
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for row in batch.to_pylist():  # one row per operation (file slice), never per record
-                stat = compact_file_slice(file_slice_of(row), ctx)
+                with counted_in_task(ctx.requests):
+                    stat = compact_file_slice(file_slice_of(row), ctx)
                 yield pa.RecordBatch.from_pydict({"stat": [json.dumps(stat.to_json_dict())]})
 
     return run
@@ -166,8 +170,9 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
         timeline = meta.active_timeline
     requested = timeline.requested_of(pending[0])
     operations = plan.get("operations") or []
+    tally = RequestTally(spark)
     slices = operation_slices(meta, operations)
-    ctx = _task_context(meta, instant_time, slices, options)
+    ctx = dataclasses.replace(_task_context(meta, instant_time, slices, options), requests=tally.accumulator)
     heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
     try:
         inflight = timeline.transition_to_inflight(requested)
@@ -184,6 +189,7 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
     meta.reload()
     log.info("compaction %s of %s: %d file slices, %d records written", instant_time, meta.base_path,
              len(stats), sum(s.numWrites for s in stats))
+    tally.report(f"compaction {instant_time} of {meta.base_path}")
     return metadata
 
 

@@ -22,6 +22,7 @@ from storage.fs_utils import (
 )
 from storage.io.base_file_writer import write_base_file
 from storage.io.parquet import read_parquet
+from storage.io.request_metrics import counted_in_task
 from storage.meta_fields import (
     COMMIT_SEQNO,
     COMMIT_TIME,
@@ -190,7 +191,8 @@ def write_bucket_udf(ctx: WriteTaskContext):
     """The function given to `groupBy(...).applyInArrow`: one bucket in, one JSON write stat out."""
 
     def run(table: pa.Table) -> pa.Table:
-        stat = write_bucket(table, ctx)
+        with counted_in_task(ctx.requests):
+            stat = write_bucket(table, ctx)
         return pa.table({"stat": [json.dumps(stat.to_json_dict())]})
 
     return run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -73,6 +74,7 @@ class WriteTaskContext:
     complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
     data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
+    requests: Any = None  # accumulator of the tasks' storage requests (storage.io.request_metrics)
 
     @property
     def schema(self) -> pa.Schema:
@@ -89,7 +91,7 @@ def serialize_schema(schema: pa.Schema) -> bytes:
 
 def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settings: TableSettings,
                        instant_time: str, schema: pa.Schema, plan: BucketPlan,
-                       fs_view: FileSystemView) -> WriteTaskContext:
+                       fs_view: FileSystemView, requests: Any = None) -> WriteTaskContext:
     keys = placement_keys(len(plan))
     return WriteTaskContext(
         base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
@@ -106,6 +108,7 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
         record_key_fields=tuple(settings.record_keys),
         complex_keys=settings.keygen.keygen_type == "COMPLEX",
         storage_options=meta.storage_options,
+        requests=requests,
     )
 
 

@@ -26,6 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError
+from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -116,13 +117,16 @@ class WriteOperation:
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
 
     def run(self, df: DataFrame) -> WriteResult:
+        tally = RequestTally(self.spark)
         exists = HoodieTableMetaClient.exists(self.base_path, self.storage)
         meta = HoodieTableMetaClient.load(self.base_path, self.storage) if exists else None
         with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
             if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
                 log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)
                 return WriteResult()
-            return self._write_and_commit(prepared, located)
+            result = self._write_and_commit(prepared, located, tally)
+        tally.report(f"{self.operation.value} {result.instant_time} of {self.base_path}")
+        return result
 
     # -- prepare ---------------------------------------------------------------------------------------------
     @contextmanager
@@ -164,14 +168,14 @@ class WriteOperation:
             yield Located(meta, fs_view, tagged, profile, plan)
 
     # -- write and commit ------------------------------------------------------------------------------------
-    def _write_and_commit(self, prepared: Prepared, located: Located) -> WriteResult:
+    def _write_and_commit(self, prepared: Prepared, located: Located, tally: RequestTally) -> WriteResult:
         op, meta, settings = self.operation, located.meta, prepared.settings
         timeline = meta.active_timeline
         action = Action.DELTA_COMMIT if settings.is_mor and op.commit_action == Action.COMMIT else op.commit_action
         instant_time = timeline.new_instant_time()
         # built before any instant file exists: a bad option fails the write with nothing to undo
         ctx = build_task_context(meta, self.config, settings, instant_time, prepared.schema, located.plan,
-                                 located.fs_view)
+                                 located.fs_view, tally.accumulator)
         heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
         try:
             metadata = self._publish(located, prepared, ctx, action, instant_time)
