@@ -7,7 +7,6 @@ import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from storage.exception import HoodieFileAlreadyExistsError
 from storage.io.storage import HoodieStorage
 
 META_FOLDER = ".hoodie"
@@ -98,12 +97,7 @@ def relative_partition_path(base: str, directory: str) -> str:
 def write_partition_metadata(storage: HoodieStorage, base: str, partition_path: str, instant_time: str) -> None:
     """Create `.hoodie_partition_metadata` once per partition (first writer wins; later calls are no-ops)."""
     path = join_path(base, partition_path, PARTITION_METAFILE)
-    if storage.exists(path):
-        return
     depth = len([p for p in partition_path.split("/") if p]) if partition_path else 0
     now = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
     text = f"#partition metadata\n#{now}\ncommitTime={instant_time}\npartitionDepth={depth}\n"
-    try:
-        storage.create(path, text.encode("utf-8"))
-    except HoodieFileAlreadyExistsError:
-        pass
+    storage.create_if_absent(path, text.encode("utf-8"))

@@ -13,6 +13,7 @@ the blocks before it (nor, usually, those appended after it). File naming and ro
 from __future__ import annotations
 
 import dataclasses
+import io
 import logging
 import os
 import struct
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from storage.config import ConfigProperty, HoodieConfig
-from storage.exception import HoodieIOError
+from storage.exception import HoodieFileAlreadyExistsError, HoodieIOError
 from storage.io.storage import HoodieStorage
 from storage.file_group.log_block import (
     AvroDataBlock,
@@ -112,15 +113,13 @@ class HoodieLogFormatWriter:
         self._closed = False
 
     def _open(self):
-        """Append where the file system can; elsewhere (object stores) a log file is written once, whole: the
-        caller rolls a new log version per append, as Hudi does on storage without append."""
+        """Append where the file system can; elsewhere (object stores) a log file is written once, whole, when the
+        writer closes, and only if no file has its name (create-if-absent): the caller rolls a new log version
+        per append, as Hudi does on storage without append."""
         if self.storage.supports_append:
             existing = self.storage.size(self.path) if self.storage.exists(self.path) else 0
             return self.storage.open_append_stream(self.path), existing
-        if self.storage.exists(self.path):
-            raise HoodieIOError(f"cannot append to {self.path}: {self.storage.scheme}:// has no append; "
-                                "write the next log file version instead")
-        return self.storage.open_output_stream(self.path), 0
+        return io.BytesIO(), 0
 
     @classmethod
     def from_config(cls, path: str | os.PathLike[str], config: HoodieConfig | Mapping[str, Any] | None = None,
@@ -169,6 +168,13 @@ class HoodieLogFormatWriter:
         if self._closed:
             return
         self._closed = True
+        if isinstance(self._file, io.BytesIO):
+            try:
+                self.storage.create(self.path, self._file.getvalue())
+            except HoodieFileAlreadyExistsError:
+                raise HoodieIOError(f"cannot append to {self.path}: {self.storage.scheme}:// has no append; "
+                                    "write the next log file version instead") from None
+            return
         self._file.close()
         if self._fsync:
             self.storage.fsync(self.path)

@@ -63,6 +63,8 @@ def _filesystem(scheme: str, authority: str, options: StorageOptions) -> SchemeF
             anonymous=s3.anonymous, region=s3.region, scheme=s3.scheme, endpoint_override=s3.endpoint,
             force_virtual_addressing=not s3.path_style, connect_timeout=s3.connect_timeout_s,
             request_timeout=s3.request_timeout_s, background_writes=False,
+            # small files as one PutObject instead of create / upload part / complete (3 requests)
+            allow_delayed_open=True,
             retry_strategy=pafs.AwsStandardS3RetryStrategy(max_attempts=s3.max_attempts))
         return SchemeFileSystem(fs, False, CreateMode.CONDITIONAL_PUT, True)
     if scheme in GCS_SCHEMES:

@@ -223,6 +223,17 @@ class HoodieStorage:
                 raise HoodieFileAlreadyExistsError(f"file already exists: {path}")
             self.write_bytes(path, data)
 
+    def create_if_absent(self, path: str, data: bytes = b"") -> bool:
+        """`create`, where an existing file is not an error (False then). Locally a stat first spares writing and
+        syncing a temporary file; on object stores the conditional PUT alone decides (one request)."""
+        if self.is_local and self.exists(path):
+            return False
+        try:
+            self.create(path, data)
+            return True
+        except HoodieFileAlreadyExistsError:
+            return False
+
     def _create_exclusive_fsspec(self, path: str, data: bytes) -> None:
         handler = self.fs.handler  # pafs.PyFileSystem(FSSpecHandler)
         REQUESTS.add("put")

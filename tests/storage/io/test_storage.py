@@ -74,8 +74,9 @@ def test_log_files_roll_instead_of_appending_on_object_stores(location):
             writer.append_block(CommandBlock.rollback("003", "001"))
         expected = ["002", "003"]
     else:
-        with pytest.raises(HoodieIOError, match="has no append"):
-            HoodieLogFormatWriter(path, storage=storage)
+        with pytest.raises(HoodieIOError, match="has no append"):  # the whole file is created if absent
+            with HoodieLogFormatWriter(path, storage=storage) as writer:
+                writer.append_block(CommandBlock.rollback("003", "001"))
         expected = ["002"]
     with HoodieLogFileReader(path, storage=storage) as reader:
         assert [b.instant_time for b in reader] == expected
