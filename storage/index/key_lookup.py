@@ -60,9 +60,9 @@ def trusted_bloom_filter(meta: dict[bytes, bytes], path: str) -> Optional[BloomF
 
 def keys_in_file(path: str, candidates: pa.Array) -> pa.Array:
     """The distinct `candidates` that the base file at `path` holds."""
-    parquet = pq.ParquetFile(path)
-    keys = bloom_candidates(parquet, path, pc.unique(candidates))
-    return exact_matches(parquet, keys) if len(keys) else keys
+    with pq.ParquetFile(path) as parquet:
+        keys = bloom_candidates(parquet, path, pc.unique(candidates))
+        return exact_matches(parquet, keys) if len(keys) else keys
 
 
 def bloom_candidates(parquet: pq.ParquetFile, path: str, keys: pa.Array) -> pa.Array:

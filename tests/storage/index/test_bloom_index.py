@@ -139,24 +139,26 @@ def test_range_pruning_and_bloom_checks_prune_files(spark, tmp_path):
     index = HoodieBloomIndex()
     infos = index.file_infos(spark, base_files)
     assert all(info.has_key_range for info in infos)
-    # keys of file 2's range, half stored (even), half absent (odd), and keys beyond every range
-    probe = [f"k{200 + j:06d}" for j in range(100)] + [f"z{j}" for j in range(20)]
+    target = next(i for i, info in enumerate(infos) if info.min_record_key == "k000200")  # keys k000200..k000298
+    # keys of that file's range, half stored (even), half absent (odd), and keys beyond every range
+    inside = [f"k{200 + j:06d}" for j in range(99)]
+    probe = inside + [f"z{j}" for j in range(20)]
     keys, parts = pa.array(probe), pa.array(["p0"] * len(probe))
     pruned_files, pruned_keys = IndexFileFilter(infos, False).candidate_pairs(keys, parts)
     unpruned_files, _ = IndexFileFilter(HoodieBloomIndex(prune_by_ranges=False).file_infos(spark, base_files),
                                         False).candidate_pairs(keys, parts)
     assert len(set(unpruned_files.tolist())) == 5 and unpruned_files.size == 5 * len(probe)
-    assert set(pruned_files.tolist()) == {2} and pruned_keys.size == 100  # only file 2's range, z* nowhere
-    # bloom filters: each of the 5 files rules out the 100 odd / foreign keys; no file keeps a false candidate
-    for info in infos:
-        parquet = pq.ParquetFile(info.path)
-        assert len(bloom_candidates(parquet, info.path, pa.array([f"k{2 * j + 1:06d}" for j in range(250)]))) == 0
-    survivors = bloom_candidates(pq.ParquetFile(infos[2].path), infos[2].path, keys.take(pa.array(pruned_keys)))
-    assert sorted(survivors.to_pylist()) == [f"k{200 + j:06d}" for j in range(0, 100, 2)]
-    # and the lookup returns exactly the stored half, located in file 2
+    assert set(pruned_files.tolist()) == {target} and pruned_keys.size == len(inside)
+    # bloom filters: every file rules out all the absent (odd) keys; the target keeps exactly its stored ones
+    odd = pa.array([f"k{2 * j + 1:06d}" for j in range(250)])
+    assert all(len(bloom_candidates(pq.ParquetFile(i.path), i.path, odd)) == 0 for i in infos)
+    info = infos[target]
+    survivors = bloom_candidates(pq.ParquetFile(info.path), info.path, keys.take(pa.array(pruned_keys)))
+    stored = [f"k{200 + j:06d}" for j in range(0, 99, 2)]
+    assert sorted(survivors.to_pylist()) == stored
+    # and the lookup returns exactly the stored half, located in that file
     found = HoodieBloomIndex().find_matches(spark, _records(spark, [(k, "x", 9, "p0") for k in probe]), infos)
-    got = sorted(tuple(r) for r in found.collect())
-    assert got == [(f"k{200 + j:06d}", "p0", infos[2].file_id) for j in range(0, 100, 2)]
+    assert sorted(tuple(r) for r in found.collect()) == [(k, "p0", info.file_id) for k in stored]
 
 
 def test_key_ranges_are_cached_between_lookups(spark, tmp_path):
