@@ -1,0 +1,43 @@
+"""`hoodie.index.type` -> index (Hudi's SparkHoodieIndexFactory)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.exception import HoodieIndexError
+from storage.index.bloom_index import HoodieBloomIndex
+from storage.index.hoodie_index import HoodieIndex
+from storage.index.simple_index import HoodieSimpleIndex
+
+
+def _bloom(is_global: bool) -> Callable[[bool, HoodieConfig], HoodieIndex]:
+    def make(update_partition_path: bool, config: HoodieConfig) -> HoodieIndex:
+        return HoodieBloomIndex(is_global=is_global, update_partition_path=update_partition_path,
+                                prune_by_ranges=config.get(WK.BLOOM_INDEX_PRUNE_BY_RANGES),
+                                use_caching=config.get(WK.BLOOM_INDEX_USE_CACHING),
+                                parallelism=config.get(WK.BLOOM_INDEX_PARALLELISM))
+    return make
+
+
+INDEXES: dict[str, Callable[[bool, HoodieConfig], HoodieIndex]] = {
+    "SIMPLE": lambda update_pp, _: HoodieSimpleIndex(is_global=False, update_partition_path=update_pp),
+    "GLOBAL_SIMPLE": lambda update_pp, _: HoodieSimpleIndex(is_global=True, update_partition_path=update_pp),
+    "BLOOM": _bloom(is_global=False),
+    "GLOBAL_BLOOM": _bloom(is_global=True),
+}
+
+
+def create_index(index_type: str, update_partition_path: bool | None = None,
+                 config: HoodieConfig | None = None) -> HoodieIndex:
+    """The index of `index_type`, set up from `config` (the `hoodie.bloom.index.*` options).
+    `update_partition_path` defaults to the type's own option (`hoodie.simple.index.update.partition.path` /
+    `hoodie.bloom.index.update.partition.path`)."""
+    key = (index_type or "").strip().upper()
+    if key not in INDEXES:
+        raise HoodieIndexError(f"unsupported index type {index_type!r} (hoodie.index.type); "
+                               f"supported: {', '.join(sorted(INDEXES))}")
+    config = config or HoodieConfig()
+    if update_partition_path is None:
+        option = WK.BLOOM_INDEX_UPDATE_PARTITION_PATH if "BLOOM" in key else WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH
+        update_partition_path = config.get(option)
+    return INDEXES[key](update_partition_path, config)
