@@ -68,6 +68,10 @@ class HoodieDuplicateKeyError(HoodieWriteError):
         self.record_key, self.count = record_key, count
 
 
+class HoodieIndexError(HoodieError, ValueError):
+    """An index cannot be used as configured (an unknown `hoodie.index.type`, a base file outside any table)."""
+
+
 class HoodieCompactionError(HoodieError, ValueError):
     """A compaction cannot be scheduled or run (no such plan, wrong state)."""
 

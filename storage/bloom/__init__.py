@@ -7,11 +7,13 @@ from storage.bloom.bloom_filter import (
     MIN_RECORD_KEY_FOOTER,
     SIMPLE,
     BloomFilter,
+    BloomHashes,
     DynamicBloomFilter,
     SimpleBloomFilter,
     bloom_sizing,
     create_bloom_filter,
     deserialize_bloom_filter,
+    java_positions,
 )
 from storage.bloom.murmur import murmur2, murmur2_chain, murmur2_many
 
@@ -23,11 +25,13 @@ __all__ = [
     "MIN_RECORD_KEY_FOOTER",
     "SIMPLE",
     "BloomFilter",
+    "BloomHashes",
     "DynamicBloomFilter",
     "SimpleBloomFilter",
     "bloom_sizing",
     "create_bloom_filter",
     "deserialize_bloom_filter",
+    "java_positions",
     "murmur2",
     "murmur2_chain",
     "murmur2_many",

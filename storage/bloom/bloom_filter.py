@@ -3,7 +3,9 @@ parquet footer key `org.apache.hudi.bloomfilter`.
 
 The bloom index reads these footers to skip files that cannot hold a key, and Java Hudi reads the footers we
 write, so sizing, hashing, bit order, row growth and the serialized layout all follow the Java behaviour
-(spec section 7). Bits live in numpy uint8 vectors and keys are hashed in batches (see `murmur.py`).
+(spec section 7). Bits live in numpy uint8 vectors; keys are hashed all at once, one numpy pass per hash round
+(see `murmur.py`): building a file's footer sets all its keys' bits through one boolean mask, probing drops a
+key at its first unset bit.
 """
 from __future__ import annotations
 
@@ -12,11 +14,19 @@ import binascii
 import math
 import struct
 from abc import ABC, abstractmethod
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
-from storage.bloom.murmur import KeysLike, murmur2_chain, prepare_keys, small_batch, to_int32
+from storage.bloom.murmur import (
+    KeysLike,
+    PreparedKeys,
+    murmur2_chain,
+    murmur2_rounds,
+    prepare_keys,
+    small_batch,
+    to_int32,
+)
 
 BLOOM_FILTER_FOOTER_KEY = "org.apache.hudi.bloomfilter"
 BLOOM_FILTER_TYPE_CODE_KEY = "hoodie_bloom_filter_type_code"
@@ -48,28 +58,45 @@ def bloom_sizing(num_entries: int, fpp: float) -> tuple[int, int]:
     return int(vector_size), int(num_hashes)
 
 
-class _HashedKeys:
-    """Hash chains of one key batch, shared by every row of a dynamic filter (rows hash identically)."""
+def java_positions(h: np.ndarray, vector_size: int) -> np.ndarray:
+    """int64 bit positions of hash words (uint32 holding Java ints): Java's `Math.abs(h % vectorSize)`,
+    computed as |h| % vectorSize (the same for a positive divisor; int64 holds |Integer.MIN_VALUE|)."""
+    return np.remainder(np.absolute(h.view(np.int32), dtype=np.int64), vector_size)
 
-    def __init__(self, keys: KeysLike, num_hashes: int) -> None:
-        prepared = small_batch(keys)
-        if prepared is None:
-            prepared = prepare_keys(keys)
-            has_empty = prepared.has_empty
-        else:
-            has_empty = any(len(key) == 0 for key in prepared)
-        if has_empty:
-            raise ValueError("bloom filter keys must not be empty (Java rejects zero-length keys)")
-        self._chain = murmur2_chain(prepared, num_hashes)
-        self.size = int(self._chain.shape[1])
-        self._positions: dict[tuple[int, int], np.ndarray] = {}
 
-    def positions(self, vector_size: int, num_hashes: int) -> np.ndarray:
-        """int64 bit positions, shape (num_hashes, n): Java's `Math.abs(h % vectorSize)`."""
-        cache_key = (vector_size, num_hashes)
-        if cache_key not in self._positions:
-            self._positions[cache_key] = np.abs(self._chain[:num_hashes].astype(np.int64)) % vector_size
-        return self._positions[cache_key]
+def _prepared(keys: KeysLike) -> PreparedKeys | list[bytes]:
+    """Keys ready for hashing (a short list stays a list for the scalar path); empty keys are rejected."""
+    small = small_batch(keys)
+    if small is not None:
+        has_empty = any(len(key) == 0 for key in small)
+    else:
+        small = prepare_keys(keys)
+        has_empty = small.has_empty
+    if has_empty:
+        raise ValueError("bloom filter keys must not be empty (Java rejects zero-length keys)")
+    return small
+
+
+def _count(keys: PreparedKeys | list[bytes]) -> int:
+    return len(keys) if isinstance(keys, list) else keys.size
+
+
+class BloomHashes:
+    """The hash chains of a batch of keys, computed once and tested against any number of filters (the bloom
+    index checks a key against every candidate file). `chain[i, j]` is round i of key j (uint32)."""
+
+    def __init__(self, keys: KeysLike, rounds: int) -> None:
+        prepared = _prepared(keys)
+        self.chain = murmur2_chain(prepared, rounds).view(np.uint32) if _count(prepared) else \
+            np.zeros((rounds, 0), dtype=np.uint32)
+
+    @property
+    def size(self) -> int:
+        return int(self.chain.shape[1])
+
+    @property
+    def rounds(self) -> int:
+        return int(self.chain.shape[0])
 
 
 def _set_bits(bits: np.ndarray, positions: np.ndarray) -> None:
@@ -82,10 +109,66 @@ def _set_bits(bits: np.ndarray, positions: np.ndarray) -> None:
     bits |= np.packbits(mask, bitorder="little")
 
 
-def _test_bits(bits: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """Per key (column): are all its bits set."""
-    hits = (bits[positions >> 3] >> (positions & 7).astype(np.uint8)) & 1
-    return hits.all(axis=0)
+def _rows_used(row_of: np.ndarray) -> np.ndarray:
+    """Sorted distinct row indices (a bincount: far cheaper than np.unique's sort for a few small ints)."""
+    return np.flatnonzero(np.bincount(row_of))
+
+
+def _fill_streamed(rows: Sequence["SimpleBloomFilter"], prep: PreparedKeys, row_of: Optional[np.ndarray]) -> None:
+    """Set the bits of all keys at once: the rows they go to share one boolean mask (row r at offset r * stride),
+    each hash round is one scatter into it, and one packbits at the end. Rows must share their shape."""
+    vector_size, num_hashes = rows[0].vector_size, rows[0].num_hashes
+    stride = rows[0].bits.size * 8
+    used = np.zeros(1, dtype=np.int64) if row_of is None else _rows_used(row_of)
+    offsets = None
+    if used.size > 1:
+        offsets = np.searchsorted(used, row_of)[prep.order] * stride
+    mask = np.zeros(stride * used.size, dtype=bool)
+    for h in murmur2_rounds(prep, num_hashes):
+        positions = java_positions(h, vector_size)
+        mask[positions if offsets is None else positions + offsets] = True
+    packed = np.packbits(mask, bitorder="little").reshape(used.size, -1)
+    for local, row in enumerate(used.tolist()):
+        rows[row]._bits |= packed[local]
+
+
+def _fill_from_chain(rows: Sequence["SimpleBloomFilter"], keys: PreparedKeys | list[bytes],
+                     row_of: Optional[np.ndarray]) -> None:
+    """Set bits row by row from the keys' whole hash chain: few keys, or rows of different shapes."""
+    chain = murmur2_chain(keys, max(row.num_hashes for row in rows)).view(np.uint32)
+    targets = [(0, slice(None))] if row_of is None else [(r, row_of == r) for r in _rows_used(row_of).tolist()]
+    for r, columns in targets:
+        row = rows[r]
+        _set_bits(row._bits, java_positions(chain[:row.num_hashes, columns], row.vector_size))
+
+
+def _fill(rows: Sequence["SimpleBloomFilter"], keys: PreparedKeys | list[bytes], row_of: Optional[np.ndarray]) -> None:
+    """Add `keys` to `rows` (key i to row `row_of[i]`, or all to rows[0])."""
+    first = rows[0]
+    uniform = all((row.vector_size, row.num_hashes) == (first.vector_size, first.num_hashes) for row in rows)
+    rows_used = 1 if row_of is None else int(_rows_used(row_of).size)
+    dense = _count(keys) * first.num_hashes * _SCATTER_DENSITY >= first.bits.size * 8 * rows_used
+    if uniform and dense:
+        _fill_streamed(rows, keys if isinstance(keys, PreparedKeys) else prepare_keys(keys), row_of)
+    else:
+        _fill_from_chain(rows, keys, row_of)
+
+
+def _probe(rows: Sequence["SimpleBloomFilter"], chain: np.ndarray) -> np.ndarray:
+    """Per column of `chain`: might any row hold the key. A key leaves a row's test at its first unset bit,
+    so an absent key costs about two rounds instead of nbHash."""
+    found = np.zeros(chain.shape[1], dtype=bool)
+    for row in rows:
+        alive = np.flatnonzero(~found)
+        bits = row.bits
+        for i in range(row.num_hashes):
+            if not alive.size:
+                break
+            positions = java_positions(chain[i, alive], row.vector_size)
+            hit = (bits[positions >> 3] >> (positions & 7).astype(np.uint8)) & 1
+            alive = alive[hit.view(bool)]
+        found[alive] = True
+    return found
 
 
 def _check_hash_type(hash_type: int) -> None:
@@ -120,24 +203,35 @@ class BloomFilter(ABC):
     def hash_type(self) -> int:
         return self._hash_type
 
+    @property
+    def max_hashes(self) -> int:
+        """Hash rounds a key needs to be tested against every row (the `rounds` of `BloomHashes`)."""
+        return max(row.num_hashes for row in self._row_filters())
+
     def add(self, key: str) -> None:
         self.add_keys([key])
 
     def add_keys(self, keys: KeysLike) -> None:
         """Add keys in the given order (order matters for DYNAMIC row filling)."""
-        hashed = self._hash(keys)
-        if hashed.size:
-            self._add_hashed(hashed)
+        self._check_hash_types()
+        prepared = _prepared(keys)
+        if _count(prepared):
+            self._add_prepared(prepared)
 
     def might_contain(self, key: str) -> bool:
         return bool(self.might_contain_many([key])[0])
 
     def might_contain_many(self, keys: KeysLike) -> np.ndarray:
         """Boolean per key: False means definitely absent."""
-        hashed = self._hash(keys)
-        if not hashed.size:
-            return np.zeros(0, dtype=bool)
-        return self._test_hashed(hashed)
+        self._check_hash_types()
+        return self.might_contain_hashed(BloomHashes(keys, self.max_hashes))
+
+    def might_contain_hashed(self, hashes: BloomHashes, columns: Optional[np.ndarray] = None) -> np.ndarray:
+        """`might_contain_many` for keys hashed already (all of `hashes`, or its key indices `columns`)."""
+        self._check_hash_types()
+        if hashes.rounds < self.max_hashes:
+            raise ValueError(f"keys hashed {hashes.rounds} times, the filter needs {self.max_hashes}")
+        return _probe(self._row_filters(), hashes.chain if columns is None else hashes.chain[:, columns])
 
     def serialize(self) -> str:
         """Base64 text exactly as Java Hudi stores it in the parquet footer."""
@@ -150,18 +244,16 @@ class BloomFilter(ABC):
     def _header(self) -> bytes:
         return _HEADER.pack(_FILTER_VERSION, self._num_hashes, self._hash_type, self._vector_size)
 
-    def _hash(self, keys: KeysLike) -> _HashedKeys:
-        _check_hash_type(self._hash_type)
-        return _HashedKeys(keys, self._max_hashes())
-
-    def _max_hashes(self) -> int:
-        return self._num_hashes
+    def _check_hash_types(self) -> None:
+        for row in self._row_filters():
+            _check_hash_type(row.hash_type)
 
     @abstractmethod
-    def _add_hashed(self, hashed: _HashedKeys) -> None: ...
+    def _row_filters(self) -> Sequence["SimpleBloomFilter"]:
+        """The bit vectors a key is tested against (any match = might contain)."""
 
     @abstractmethod
-    def _test_hashed(self, hashed: _HashedKeys) -> np.ndarray: ...
+    def _add_prepared(self, keys: PreparedKeys | list[bytes]) -> None: ...
 
 
 class SimpleBloomFilter(BloomFilter):
@@ -207,12 +299,11 @@ class SimpleBloomFilter(BloomFilter):
     def to_bytes(self) -> bytes:
         return self._header() + self._bits.tobytes()
 
-    def _add_hashed(self, hashed: _HashedKeys, columns: Optional[np.ndarray] = None) -> None:
-        positions = hashed.positions(self._vector_size, self._num_hashes)
-        _set_bits(self._bits, positions if columns is None else positions[:, columns])
+    def _row_filters(self) -> Sequence["SimpleBloomFilter"]:
+        return (self,)
 
-    def _test_hashed(self, hashed: _HashedKeys) -> np.ndarray:
-        return _test_bits(self._bits, hashed.positions(self._vector_size, self._num_hashes))
+    def _add_prepared(self, keys: PreparedKeys | list[bytes]) -> None:
+        _fill((self,), keys, None)
 
 
 class DynamicBloomFilter(BloomFilter):
@@ -277,10 +368,8 @@ class DynamicBloomFilter(BloomFilter):
     def _new_row(self) -> SimpleBloomFilter:
         return SimpleBloomFilter.from_parameters(self._vector_size, self._num_hashes, self._hash_type)
 
-    def _max_hashes(self) -> int:
-        for row in self._rows:
-            _check_hash_type(row.hash_type)
-        return max(row.num_hashes for row in self._rows)
+    def _row_filters(self) -> Sequence[SimpleBloomFilter]:
+        return self._rows
 
     def _assign_rows(self, count: int) -> np.ndarray:
         """Row index of each of the next `count` keys, advancing the fill state exactly as Java's add()."""
@@ -307,19 +396,9 @@ class DynamicBloomFilter(BloomFilter):
             self._current += rest
         return rows
 
-    def _add_hashed(self, hashed: _HashedKeys) -> None:
-        rows = self._assign_rows(hashed.size)
-        if (rows == rows[0]).all():
-            self._rows[int(rows[0])]._add_hashed(hashed)
-            return
-        for row in np.unique(rows).tolist():
-            self._rows[row]._add_hashed(hashed, np.flatnonzero(rows == row))
-
-    def _test_hashed(self, hashed: _HashedKeys) -> np.ndarray:
-        found = np.zeros(hashed.size, dtype=bool)
-        for row in self._rows:
-            found |= row._test_hashed(hashed)
-        return found
+    def _add_prepared(self, keys: PreparedKeys | list[bytes]) -> None:
+        rows = self._assign_rows(_count(keys))
+        _fill(self._rows, keys, None if (rows == 0).all() else rows)
 
 
 class _Reader:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Sequence, Union
+from typing import Iterator, Sequence, Union
 
 import numpy as np
 import pyarrow as pa
@@ -210,18 +210,24 @@ def _scalar_chain(keys: list[bytes], rounds: int) -> np.ndarray:
     return out
 
 
-def murmur2_chain(keys: KeysLike | PreparedKeys, rounds: int) -> np.ndarray:
-    """Hadoop's bloom hash chain: round 0 uses seed 0, round i seeds with round i-1's hash.
+def murmur2_rounds(prep: PreparedKeys, rounds: int) -> Iterator[np.ndarray]:
+    """Hadoop's bloom hash chain, one round at a time: round 0 uses seed 0, round i seeds with round i-1's hash.
 
-    Returns int32 of shape (rounds, n), in key order.
-    """
+    Yields uint32 arrays in the *sorted* order of `prep` (`prep.order` maps back to key order): a filter's bits
+    do not depend on key order, so building one never pays for un-sorting."""
+    h = np.zeros(prep.size, dtype=np.uint32)
+    for _ in range(rounds):
+        h = _hash_sorted(prep, h)
+        yield h
+
+
+def murmur2_chain(keys: KeysLike | PreparedKeys, rounds: int) -> np.ndarray:
+    """The whole chain of `murmur2_rounds`: int32 of shape (rounds, n), in key order."""
     small = small_batch(keys)
     if small is not None:
         return _scalar_chain(small, rounds)
     prep = prepare_keys(keys)
     out = np.empty((rounds, prep.size), dtype=np.uint32)
-    h = np.zeros(prep.size, dtype=np.uint32)
-    for i in range(rounds):
-        h = _hash_sorted(prep, h)
+    for i, h in enumerate(murmur2_rounds(prep, rounds)):
         out[i, prep.order] = h
     return out.view(np.int32)

@@ -1,7 +1,9 @@
 """Indexes: where does each incoming record key live? (seed "upsert flow", index types)
 
-An index tags incoming records with the file group that holds their key. SIMPLE and GLOBAL_SIMPLE join
-incoming keys against keys read from the latest base files, in Spark. New index types register in
-`INDEXES` (bloom, bucket and record-level indexes come later).
+An index tags incoming records with the file group that holds their key. SIMPLE / GLOBAL_SIMPLE join incoming
+keys against every key read from the latest base files; BLOOM / GLOBAL_BLOOM (the default, as in Hudi) first
+prune files by footer key ranges and bloom filters, then check the remaining keys exactly. New index types
+register in `INDEXES` (index_factory.py).
 """
-from storage.index.simple_index import INDEXES, HoodieIndex, create_index  # noqa: F401
+from storage.index.hoodie_index import LOC_FILE_ID, LOC_PARTITION, HoodieIndex  # noqa: F401
+from storage.index.index_factory import INDEXES, create_index  # noqa: F401

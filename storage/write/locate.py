@@ -43,12 +43,13 @@ def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, 
     small files)."""
     if not op.uses_index:
         return untagged(records)
-    index = create_index(config.get(WK.INDEX_TYPE), config.get(WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH))
+    meta = fs_view.meta_client
+    index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
+                         storage_options=meta.storage_options)
     base_files = fs_view.latest_base_files(None if index.is_global else partitions)
     key_columns, read_schema = _stored_key_columns(settings)
     tagged = index.tag_location(spark, records, base_files, key_columns,
-                                broadcast_incoming=_can_broadcast(spark, num_records), read_schema=read_schema,
-                                storage_options=fs_view.meta_client.storage_options)
+                                broadcast_incoming=_can_broadcast(spark, num_records), read_schema=read_schema)
     if op is WriteOperationType.DELETE:
         return tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     if index.is_global:

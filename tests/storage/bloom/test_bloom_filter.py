@@ -15,6 +15,7 @@ import pytest
 from fixture_tables import FIXTURE_DIR, fixture_names
 
 from storage.bloom import (
+    BloomHashes,
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_FILTER_TYPE_CODE_KEY,
     DynamicBloomFilter,
@@ -343,3 +344,40 @@ def test_rebuilding_java_footer_is_byte_identical(fixture_table, table, name):
     rebuilt = create_bloom_filter(type_code)
     rebuilt.add_keys(_record_keys(path))
     assert rebuilt.serialize() == meta[BLOOM_FILTER_FOOTER_KEY.encode()].decode()
+
+
+# --------------------------------------------------------------------------------------------- bulk paths
+
+def _independent_bits(keys: list[str], vector_size: int, num_hashes: int) -> np.ndarray:
+    """Bits of one row by Java's formula spelled out differently: truncating `h % v` (fmod), then abs, set with
+    ufunc.at one position at a time."""
+    chain = murmur2_chain(keys, num_hashes).astype(np.int64)
+    positions = np.abs(np.fmod(chain, vector_size)).ravel()
+    bits = np.zeros((vector_size + 7) // 8, dtype=np.uint8)
+    np.bitwise_or.at(bits, positions >> 3, (1 << (positions & 7)).astype(np.uint8))
+    return bits
+
+
+def test_bulk_build_of_a_full_file_matches_the_formula():
+    """66k keys with Hudi's defaults: two DYNAMIC_V0 rows, built through one shared mask."""
+    keys = [f"{i * 7919 % 1000003}-ü" for i in range(66_000)]
+    bloom = create_bloom_filter()
+    bloom.add_keys(pa.array(keys))
+    assert bloom.num_rows == 2 and bloom.current_row_count == 6000
+    assert np.array_equal(bloom.rows[0].bits, _independent_bits(keys[:60000], bloom.vector_size, bloom.num_hashes))
+    assert np.array_equal(bloom.rows[1].bits, _independent_bits(keys[60000:], bloom.vector_size, bloom.num_hashes))
+    assert bloom.might_contain_many(keys).all()
+
+
+def test_probe_with_shared_hashes_and_columns():
+    present = [f"p{i}" for i in range(500)]
+    bloom = create_bloom_filter("SIMPLE", num_entries=500, fpp=1e-6)
+    bloom.add_keys(present)
+    probes = present[::2] + [f"absent-{i}" for i in range(500)]
+    hashes = BloomHashes(probes, bloom.max_hashes)
+    hit = bloom.might_contain_hashed(hashes)
+    assert hit[:250].all() and hit[250:].sum() <= 1
+    columns = np.array([0, 260, 3])
+    assert bloom.might_contain_hashed(hashes, columns).tolist() == hit[columns].tolist()
+    with pytest.raises(ValueError):
+        bloom.might_contain_hashed(BloomHashes(probes, 3))

@@ -1,0 +1,60 @@
+"""What every index does (Hudi's HoodieIndex): tag incoming records with the file group holding their key.
+
+`tag_location` adds `LOC_FILE_ID` / `LOC_PARTITION` (null for a key stored nowhere). A non-global index looks a
+key up in its own partition only; a global one in every partition (the write client then moves or keeps records
+whose partition changed, by `update_partition_path`).
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable
+
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from storage.io.storage_options import StorageOptions
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.table.file_slice import HoodieBaseFile
+
+LOC_FILE_ID = "_hoodie_loc_file_id"
+LOC_PARTITION = "_hoodie_loc_partition"
+
+# (DataFrame of stored rows) -> (record key, partition path) columns of those rows
+KeyColumns = Callable[[DataFrame], tuple[Column, Column]]
+
+
+@dataclass
+class HoodieIndex(ABC):
+    is_global: bool = False
+    update_partition_path: bool = True
+    base_path: str = ""  # the table's: partition paths of base files are relative to it
+    storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the base files
+
+    @abstractmethod
+    def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],
+                     key_columns: KeyColumns, broadcast_incoming: bool = False,
+                     read_schema: StructType | None = None) -> DataFrame:
+        """`records` (with `RECORD_KEY`, `PARTITION_PATH`) plus their stored location. `base_files`: the latest
+        base files to search (the batch's partitions, or all for a global index); `key_columns` / `read_schema`:
+        how stored keys are read from them; `broadcast_incoming`: the batch is small enough to broadcast."""
+
+
+def untagged(records: DataFrame) -> DataFrame:
+    """Every record new: nothing stored to find it in."""
+    return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(
+        LOC_PARTITION, F.lit(None).cast("string"))
+
+
+def join_keys(is_global: bool) -> list[str]:
+    """A stored key matches a record by key alone (global) or by key and partition path."""
+    return [RECORD_KEY] if is_global else [RECORD_KEY, PARTITION_PATH]
+
+
+def attach_locations(records: DataFrame, matches: DataFrame, is_global: bool, broadcast: bool) -> DataFrame:
+    """Left-join `matches` (`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`: the stored keys the batch may hit)
+    onto `records`; broadcast them when the batch is small (then there are at most as many as records)."""
+    if not is_global:
+        matches = matches.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
+    return records.join(F.broadcast(matches) if broadcast else matches, on=join_keys(is_global), how="left")

@@ -1,0 +1,53 @@
+"""`hoodie.index.type` -> index (Hudi's SparkHoodieIndexFactory)."""
+from __future__ import annotations
+
+from typing import Callable
+
+from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.exception import HoodieIndexError
+from storage.index.bloom_index import HoodieBloomIndex
+from storage.io.storage_options import StorageOptions
+from storage.index.hoodie_index import HoodieIndex
+from storage.index.simple_index import HoodieSimpleIndex
+
+
+def _bloom(is_global: bool) -> Callable[..., HoodieIndex]:
+    def make(update_partition_path: bool, config: HoodieConfig, **location) -> HoodieIndex:
+        return HoodieBloomIndex(is_global=is_global, update_partition_path=update_partition_path, **location,
+                                prune_by_ranges=config.get(WK.BLOOM_INDEX_PRUNE_BY_RANGES),
+                                use_caching=config.get(WK.BLOOM_INDEX_USE_CACHING),
+                                parallelism=config.get(WK.BLOOM_INDEX_PARALLELISM))
+    return make
+
+
+def _simple(is_global: bool) -> Callable[..., HoodieIndex]:
+    def make(update_partition_path: bool, config: HoodieConfig, **location) -> HoodieIndex:
+        return HoodieSimpleIndex(is_global=is_global, update_partition_path=update_partition_path, **location)
+    return make
+
+
+INDEXES: dict[str, Callable[..., HoodieIndex]] = {
+    "SIMPLE": _simple(is_global=False),
+    "GLOBAL_SIMPLE": _simple(is_global=True),
+    "BLOOM": _bloom(is_global=False),
+    "GLOBAL_BLOOM": _bloom(is_global=True),
+}
+
+
+def create_index(index_type: str, update_partition_path: bool | None = None,
+                 config: HoodieConfig | None = None, base_path: str = "",
+                 storage_options: StorageOptions | None = None) -> HoodieIndex:
+    """The index of `index_type` for the table at `base_path` (reached with `storage_options`), set up from
+    `config` (the `hoodie.bloom.index.*` options).
+    `update_partition_path` defaults to the type's own option (`hoodie.simple.index.update.partition.path` /
+    `hoodie.bloom.index.update.partition.path`)."""
+    key = (index_type or "").strip().upper()
+    if key not in INDEXES:
+        raise HoodieIndexError(f"unsupported index type {index_type!r} (hoodie.index.type); "
+                               f"supported: {', '.join(sorted(INDEXES))}")
+    config = config or HoodieConfig()
+    if update_partition_path is None:
+        option = WK.BLOOM_INDEX_UPDATE_PARTITION_PATH if "BLOOM" in key else WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH
+        update_partition_path = config.get(option)
+    return INDEXES[key](update_partition_path, config, base_path=base_path,
+                        storage_options=storage_options or StorageOptions())
