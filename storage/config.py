@@ -126,6 +126,27 @@ class ReadConfigKeys:
     BEGIN_INSTANTTIME = _prop("hoodie.datasource.read.begin.instanttime", None, str)
     END_INSTANTTIME = _prop("hoodie.datasource.read.end.instanttime", None, str)
     INCR_FALLBACK_FULLSCAN = _prop("hoodie.datasource.read.incr.fallback.fulltablescan.enable", False, parse_bool)
+    EXTRACT_PARTITION_VALUES_FROM_PATH = _prop(
+        "hoodie.datasource.read.extract.partition.values.from.path", False, parse_bool,
+        doc="partition columns take their values from the partition path instead of the data files")
+
+
+class TimestampKeyGeneratorKeys:
+    """TimestampBasedKeyGenerator options (Hudi's TimestampKeyGeneratorConfig; the `hoodie.deltastreamer.`
+    spellings are its deprecated alternatives). Timezones default to UTC, as hudi-rs assumes."""
+
+    _OLD = "hoodie.deltastreamer.keygen.timebased."
+    TIMESTAMP_TYPE = _prop("hoodie.keygen.timebased.timestamp.type", None, str, _OLD + "timestamp.type")
+    SCALAR_TIME_UNIT = _prop("hoodie.keygen.timebased.timestamp.scalar.time.unit", "SECONDS", str,
+                             _OLD + "timestamp.scalar.time.unit")
+    INPUT_DATE_FORMAT = _prop("hoodie.keygen.timebased.input.dateformat", "", str, _OLD + "input.dateformat")
+    INPUT_DATE_FORMAT_LIST_DELIMITER_REGEX = _prop("hoodie.keygen.timebased.input.dateformat.list.delimiter.regex",
+                                                   ",", str, _OLD + "input.dateformat.list.delimiter.regex")
+    INPUT_TIMEZONE = _prop("hoodie.keygen.timebased.input.timezone", "UTC", str, _OLD + "input.timezone")
+    OUTPUT_DATE_FORMAT = _prop("hoodie.keygen.timebased.output.dateformat", "", str, _OLD + "output.dateformat")
+    OUTPUT_TIMEZONE = _prop("hoodie.keygen.timebased.output.timezone", "UTC", str, _OLD + "output.timezone")
+    TIMEZONE = _prop("hoodie.keygen.timebased.timezone", None, str, _OLD + "timezone",
+                     doc="input and output timezone at once; wins over the two above, as in Hudi")
 
 
 @dataclass

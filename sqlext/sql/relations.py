@@ -15,6 +15,7 @@ from sqlglot import exp
 from sqlext.sql.pruning import partition_filter
 from sqlext.sql.resolver import HudiTableRef, TableName
 from sqlext.sql.table import HudiTable
+from storage.config import ReadConfigKeys as RK
 from storage.meta_fields import RECORD_KEY
 from storage.timeline.instant_time import normalize_instant_time
 
@@ -97,6 +98,9 @@ def _snapshot(ctx, node: exp.Table, ref: HudiTableRef, names: set[str] | None = 
     options = time_travel_options(ctx, node, table)
     if ref.query_type:  # <t>_ro reads read-optimized, <t>_rt the realtime (snapshot) view
         options = {**(options or {}), "hoodie.datasource.query.type": ref.query_type}
+    from_path = ctx.spark.conf.get(RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key, None)
+    if from_path is not None:  # `SET hoodie.datasource.read.extract.partition.values.from.path=true` (queries only)
+        options = {**(options or {}), RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key: from_path}
     pf = _pruning(node, table)
     columns = None
     if names is not None:

@@ -6,12 +6,14 @@ several partition fields), NON_PARTITION, TIMESTAMP (partition path formatted fr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from storage.config import HoodieConfig, parse_list
 from storage.exception import HoodieKeyError
+from storage.keygen.timestamp_based import TimestampBasedConfig
 
 HIVE_DEFAULT_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 NULL_RECORDKEY_PLACEHOLDER = "__null__"
@@ -86,7 +88,8 @@ class KeyGenerator:
         if self.keygen_type == "NON_PARTITION" or not self.partition_fields:
             return F.lit("")
         if self.keygen_type == "TIMESTAMP":
-            return self._segment(self.partition_fields[0], self._timestamp_value(self.partition_fields[0]))
+            name = self.partition_fields[0].partition(":")[0]
+            return self._segment(name, self._timestamp_value(name))
         if self.keygen_type == "CUSTOM":
             return F.concat_ws("/", *[self._custom_segment(spec) for spec in self.partition_fields])
         return F.concat_ws("/", *[self._segment(name, _as_string(name)) for name in self.partition_fields])
@@ -108,23 +111,10 @@ class KeyGenerator:
         return F.concat(F.lit(f"{name}="), value) if self.hive_style else value
 
     def _timestamp_value(self, name: str) -> Column:
-        opts = self.timestamp_options
-        ts_type = opts.get("hoodie.keygen.timebased.timestamp.type", "UNIX_TIMESTAMP").upper()
-        out_fmt = opts.get("hoodie.keygen.timebased.output.dateformat", "yyyy-MM-dd")
-        col = F.col(_quote(name))
-        if ts_type in ("UNIX_TIMESTAMP", "SCALAR"):
-            moment = F.timestamp_seconds(col.cast("long"))
-        elif ts_type == "EPOCHMILLISECONDS":
-            moment = F.timestamp_millis(col.cast("long"))
-        elif ts_type == "EPOCHMICROSECONDS":
-            moment = F.timestamp_micros(col.cast("long"))
-        elif ts_type == "DATE_STRING":
-            in_fmt = opts.get("hoodie.keygen.timebased.input.dateformat", "yyyy-MM-dd")
-            moment = F.to_timestamp(col.cast("string"), in_fmt)
-        else:
-            raise HoodieKeyError(f"unsupported hoodie.keygen.timebased.timestamp.type {ts_type!r}")
-        tz = opts.get("hoodie.keygen.timebased.timezone") or opts.get("hoodie.keygen.timebased.output.timezone") or "UTC"
-        return F.date_format(F.from_utc_timestamp(moment, tz) if tz.upper() != "UTC" else moment, out_fmt)
+        return self.timestamp_config().partition_value(name, F.col(_quote(name)))
+
+    def timestamp_config(self) -> TimestampBasedConfig:
+        return TimestampBasedConfig.of(HoodieConfig.of(self.timestamp_options))
 
     def required_fields(self) -> list[str]:
         parts = [spec.partition(":")[0] for spec in self.partition_fields] if self.keygen_type != "NON_PARTITION" else []
@@ -154,25 +144,49 @@ def _as_string(name: str) -> Column:
 
 
 def create_key_generator(config: HoodieConfig, record_keys: list[str], partition_fields: list[str],
-                         keygen_class: str | None, hive_style: bool, url_encode: bool) -> KeyGenerator:
+                         keygen_class: str | None, hive_style: bool, url_encode: bool,
+                         table_props: Mapping[str, str] | None = None) -> KeyGenerator:
+    """The key generator of a write. `table_props` (hoodie.properties of an existing table) supply the
+    `hoodie.keygen.*` options the table was created with; the write's own options win, as in Hudi."""
     keygen_type = resolve_keygen_type(keygen_class, record_keys, partition_fields)
-    ts_opts = {k: v for k, v in config.items() if k.startswith("hoodie.keygen.")}
+    ts_opts = {k: v for k, v in (table_props or {}).items() if k.startswith(_KEYGEN_PREFIXES)}
+    ts_opts.update({k: v for k, v in config.items() if k.startswith(_KEYGEN_PREFIXES)})
     parts = [] if keygen_type == "NON_PARTITION" else partition_fields
-    return KeyGenerator(keygen_type, record_keys, parts, hive_style, url_encode, ts_opts)
+    keygen = KeyGenerator(keygen_type, record_keys, parts, hive_style, url_encode, ts_opts)
+    if timestamp_partition_fields(keygen_type, parts):
+        keygen.timestamp_config()  # a missing or bad hoodie.keygen.timebased.* option fails here, before any work
+    return keygen
+
+
+_KEYGEN_PREFIXES = ("hoodie.keygen.", "hoodie.deltastreamer.keygen.")
+
+
+def timestamp_partition_fields(keygen_type: str, partition_fields: list[str]) -> list[str]:
+    """The partition fields whose path value is a formatted time (TIMESTAMP, CUSTOM `f:timestamp`), not the
+    field's value."""
+    if keygen_type == "TIMESTAMP":
+        return [partition_fields[0].partition(":")[0]] if partition_fields else []
+    if keygen_type == "CUSTOM":
+        return [name for name, _, kind in (f.partition(":") for f in partition_fields) if kind.lower() == "timestamp"]
+    return []
 
 
 def partition_values_from_path(partition_path: str, fields: list[str], hive_style: bool) -> dict[str, str]:
-    """Partition field values encoded in a partition path (used for partition pruning)."""
-    if not fields or not partition_path:
+    """Partition field values encoded in a partition path, as Hudi's Spark file index maps them: one path
+    segment per field (after `field=` in hive style), or the whole path when there is one field (a timestamp
+    key generator's `yyyy/MM/dd` is one value). Empty when the path does not map onto the fields."""
+    names = [f.partition(":")[0] for f in fields]
+    if not names or not partition_path:
         return {}
+    if len(names) == 1:
+        prefix = f"{names[0]}="
+        value = partition_path[len(prefix):] if hive_style and partition_path.startswith(prefix) else partition_path
+        return {names[0]: value}
     segments = partition_path.split("/")
-    values = {}
-    for name, seg in zip(fields, segments):
-        if hive_style and "=" in seg:
-            seg = seg.split("=", 1)[1]
-        values[name.partition(":")[0]] = seg
-    return values
+    if len(segments) != len(names):
+        return {}
+    return {name: seg.split("=", 1)[1] if hive_style and "=" in seg else seg for name, seg in zip(names, segments)}
 
 
 __all__ = ["KeyGenerator", "HoodieKeyError", "create_key_generator", "resolve_keygen_type", "parse_list",
-           "partition_values_from_path"]
+           "partition_values_from_path", "timestamp_partition_fields"]

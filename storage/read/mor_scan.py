@@ -16,6 +16,7 @@ from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
 from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice
+from storage.read.partition_values import PathPartitionValues
 from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroupId, HoodieLogFile
 
 log = logging.getLogger(__name__)
@@ -47,9 +48,11 @@ def file_slice_of(row: dict) -> FileSlice:
 
 def merged_slices_frame(spark: SparkSession, slices: list[FileSlice], arrow_schema: pa.Schema,
                         spark_schema: T.StructType, ctx: FileSliceReadContext,
-                        columns: Sequence[str] | None = None) -> DataFrame:
+                        columns: Sequence[str] | None = None,
+                        path_values: PathPartitionValues | None = None) -> DataFrame:
     """One DataFrame of the merged rows of `slices` (each merged by one Spark task); with `columns`, only
-    those columns of `arrow_schema` (whose order they keep) are read, merged and returned."""
+    those columns of `arrow_schema` (whose order they keep) are read, merged and returned; with
+    `path_values`, the partition columns hold the values of each slice's partition path."""
     if columns is not None:
         wanted = set(columns)
         spark_schema = T.StructType([f for f in spark_schema.fields if f.name in wanted])
@@ -57,16 +60,18 @@ def merged_slices_frame(spark: SparkSession, slices: list[FileSlice], arrow_sche
     parallelism = max(1, min(len(rows), spark.sparkContext.defaultParallelism * 4))
     descriptors = spark.createDataFrame(spark.sparkContext.parallelize(rows, parallelism), DESCRIPTOR_SCHEMA)
     out_schema = to_arrow_schema(spark_schema, timezone="UTC")
-    merge = _merge_function(arrow_schema, out_schema, ctx, columns)
+    merge = _merge_function(arrow_schema, out_schema, ctx, columns, path_values)
     return descriptors.mapInArrow(merge, spark_schema)
 
 
 def _merge_function(arrow_schema: pa.Schema, out_schema: pa.Schema, ctx: FileSliceReadContext,
-                    columns: Sequence[str] | None):
+                    columns: Sequence[str] | None, path_values: PathPartitionValues | None):
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for row in batch.to_pylist():  # one row per file slice, never per record
                 table = read_file_slice(file_slice_of(row), arrow_schema, ctx, columns)
+                if path_values is not None:
+                    table = path_values.fill_arrow(table, row["partition_path"], out_schema.names)
                 table = _to_spark_arrow(table, out_schema)
                 yield from table.to_batches(max_chunksize=_BATCH_ROWS)
 

@@ -3,6 +3,9 @@
 Query types use Apache Hudi's option names: `hoodie.datasource.query.type` = snapshot | read_optimized |
 incremental, `as.of.instant` for time travel, `hoodie.datasource.read.begin.instanttime` /
 `...end.instanttime` for incremental reads (begin exclusive, end inclusive).
+
+Partition columns come from the data files, typed as the table schema says (storage/read/partition_values.py:
+`hoodie.datasource.read.extract.partition.values.from.path` takes them from the partition paths instead).
 """
 from __future__ import annotations
 
@@ -18,10 +21,12 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from storage.config import HoodieConfig, ReadConfigKeys as RK
 from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
+from storage.read.base_file_scan import scan_base_files
 from storage.read.file_slice_reader import FileSliceReadContext
 from storage.read.mor_scan import merged_slices_frame
 from storage.read.parquet_scan import scan_parquet
 from storage.io.request_metrics import RequestTally
+from storage.read.partition_values import PathPartitionValues
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -65,11 +70,11 @@ def _read(spark: SparkSession, base_path: str, options: dict[str, str] | None,
     if meta.table_config.is_mor:
         slices = view.latest_merged_file_slices(partitions)
         if query_type == "read_optimized":
-            return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of)
+            return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of, config)
         return _mor_snapshot(spark, meta, slices, as_of, config, columns)
     slices = view.latest_file_slices(partitions)
     files = [s.base_file.path for s in slices if s.base_file is not None]
-    return _scan(spark, meta, files, as_of)
+    return _scan(spark, meta, files, as_of, config)
 
 
 def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list[FileSlice], as_of: str | None,
@@ -78,20 +83,22 @@ def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list
     plain = [s.base_file.path for s in slices if not s.log_files and s.base_file is not None]
     merging = [s for s in slices if s.log_files]
     if not merging:
-        return _scan(spark, meta, plain, as_of)
+        return _scan(spark, meta, plain, as_of, config)
     arrow_schema = _arrow_schema(meta, as_of, plain[0] if plain else _any_base_file(merging))
     if arrow_schema is None:
         raise HoodieReadError(f"table {meta.base_path} has no schema (no completed commit carries one)")
-    spark_schema = from_arrow_schema(arrow_schema, prefer_timestamp_ntz=False)
+    path_values = PathPartitionValues.for_read(meta, arrow_schema, config)
+    read_schema = path_values.read_schema(arrow_schema) if path_values else arrow_schema
+    spark_schema = from_arrow_schema(read_schema, prefer_timestamp_ntz=False)
     ctx = FileSliceReadContext.for_table(meta, as_of, dict(config.items()))
     log.info("MOR snapshot of %s: %d slices through the parquet reader, %d merged with their logs",
              meta.base_path, len(plain), len(merging))
     wanted = None if columns is None else {c.lower() for c in columns}
-    names = None if wanted is None else [n for n in arrow_schema.names if n.lower() in wanted]
-    merged = merged_slices_frame(spark, merging, arrow_schema, spark_schema, ctx, names)
+    names = None if wanted is None else [n for n in read_schema.names if n.lower() in wanted]
+    merged = merged_slices_frame(spark, merging, arrow_schema, spark_schema, ctx, names, path_values)
     if not plain:
         return merged
-    plain_df = scan_parquet(spark, plain, spark_schema, meta.storage_options)
+    plain_df = scan_base_files(spark, meta, plain, arrow_schema, path_values)
     if names is not None:
         plain_df = plain_df.select(*[F.col(f"`{n}`") for n in names])
     return plain_df.unionByName(merged)
@@ -115,24 +122,23 @@ def _pruned_partitions(meta: HoodieTableMetaClient, view: FileSystemView,
     return [p for p in view.partitions() if partition_filter(partition_values_from_path(p, fields, hive))]
 
 
-def _spark_schema(meta: HoodieTableMetaClient, as_of: str | None, sample: str | None):
+def _scan(spark: SparkSession, meta: HoodieTableMetaClient, files: list[str], as_of: str | None,
+          config: HoodieConfig) -> DataFrame:
     try:
-        schema = table_data_schema(meta, as_of, sample)
+        schema = _arrow_schema(meta, as_of, files[0] if files else None)
     except Exception as exc:  # schema from metadata is an optimisation; the files can still tell
         log.debug("falling back to the parquet schema: %s", exc)
-        return None
+        schema = None
     if schema is None:
-        return None
-    return from_arrow_schema(with_meta_columns(schema), prefer_timestamp_ntz=False)
-
-
-def _scan(spark: SparkSession, meta: HoodieTableMetaClient, files: list[str], as_of: str | None) -> DataFrame:
-    schema = _spark_schema(meta, as_of, files[0] if files else None)
-    if not files:
-        if schema is None:
+        if not files:
             raise HoodieReadError(f"table {meta.base_path} has no schema yet (no completed commit)")
-        return spark.createDataFrame(spark.sparkContext.emptyRDD(), schema)
-    return scan_parquet(spark, files, schema, meta.storage_options)
+        return scan_parquet(spark, files, None, meta.storage_options)
+    path_values = PathPartitionValues.for_read(meta, schema, config)
+    if not files:
+        read_schema = path_values.read_schema(schema) if path_values else schema
+        return spark.createDataFrame(spark.sparkContext.emptyRDD(),
+                                     from_arrow_schema(read_schema, prefer_timestamp_ntz=False))
+    return scan_base_files(spark, meta, files, schema, path_values)
 
 
 def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
@@ -158,5 +164,5 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
         df = _mor_snapshot(spark, meta, slices, end, config)
     else:
         slices = [s for s in view.latest_file_slices(partitions) if (s.partition_path, s.file_id) in touched]
-        df = _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], end)
+        df = _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], end, config)
     return df.where(F.col(COMMIT_TIME).isin([i.timestamp for i in commits]))

@@ -3,11 +3,15 @@ else the footer of a base file."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pyarrow as pa
 
 from storage.io.parquet import read_parquet_schema
+from storage.exception import HoodieKeyError
 from storage.table.meta_client import HoodieTableMetaClient
+
+log = logging.getLogger(__name__)
 
 
 def latest_avro_schema(meta_client: HoodieTableMetaClient, as_of: str | None = None) -> str | None:
@@ -26,11 +30,49 @@ def table_data_schema(meta_client: HoodieTableMetaClient, as_of: str | None = No
     """Data columns (no meta columns) as an Arrow schema."""
     avro = latest_avro_schema(meta_client, as_of)
     if avro:
-        from storage.avro.schema_converter import avro_to_arrow_schema
-
-        return avro_to_arrow_schema(json.loads(avro))
+        return _declared_timestamp_partition_types(meta_client, _arrow(avro))
     if sample_file:
         from storage.write.schema import data_schema
 
         return data_schema(read_parquet_schema(meta_client.storage, sample_file))
+    return None
+
+
+def _arrow(avro: str) -> pa.Schema:
+    from storage.avro.schema_converter import avro_to_arrow_schema
+
+    return avro_to_arrow_schema(json.loads(avro))
+
+
+def _declared_timestamp_partition_types(meta_client: HoodieTableMetaClient, schema: pa.Schema) -> pa.Schema:
+    """Java Hudi 1.x's Spark reader shows a timestamp key generator's partition column as a string, and its SQL
+    UPDATE / DELETE write that string type back into later commits' schemas (and files). Such a column keeps
+    the type the table declared (create schema, else the first commit's schema): never a string forced on a
+    non-string column."""
+    from storage.keygen.key_generator import resolve_keygen_type, timestamp_partition_fields
+
+    config = meta_client.table_config
+    try:
+        keygen = resolve_keygen_type(config.keygen_class, config.record_key_fields, config.partition_fields)
+    except HoodieKeyError:
+        return schema  # a key generator we do not know: nothing to restore
+    forced = [n for n in timestamp_partition_fields(keygen, config.partition_fields)
+              if n in schema.names and pa.types.is_string(schema.field(n).type)]
+    declared = _declared_schema(meta_client) if forced else None
+    for name in forced:
+        if declared is not None and name in declared.names and not pa.types.is_string(declared.field(name).type):
+            log.info("partition column %r of %s: the table declares %s, later commits recorded string",
+                     name, meta_client.base_path, declared.field(name).type)
+            schema = schema.set(schema.get_field_index(name), declared.field(name))
+    return schema
+
+
+def _declared_schema(meta_client: HoodieTableMetaClient) -> pa.Schema | None:
+    create = meta_client.table_config.create_schema
+    if create:
+        return _arrow(create)
+    for instant in meta_client.timeline.completed().write_timeline():
+        schema = meta_client.active_timeline.commit_metadata(instant).schema
+        if schema:
+            return _arrow(schema)
     return None
