@@ -5,6 +5,10 @@ from the jars pyspark ships, started on demand per warehouse directory (Derby da
 generated hive-site.xml under ``<warehouse>/.metastore``) and reused by later sessions while it
 runs. With ``hive.metastore.uris`` configured, that metastore is used and nothing is started.
 
+Modules: metastore_client (the Thrift client), embedded_metastore (the warehouse's own metastore: reuse,
+start, stop), metastore_launcher (its JVM: files, command line, process helpers), metastore_resolution
+(configured or embedded).
+
 Public API:
     start_metastore(warehouse=None) -> uri     start (or reuse) the embedded metastore of a warehouse
     stop_metastore(warehouse=None) -> bool     stop it (False when none ran)
@@ -27,19 +31,20 @@ Hive sync (catalog.hive_sync), as Apache Hudi's HiveSyncTool:
 from pathlib import Path
 from hmsclient.genthrift.hive_metastore import ttypes
 
-from catalog.metastore import (
-    URI_CONF_KEYS,
-    default_warehouse,
-    EmbeddedMetastore,
+from catalog.embedded_metastore import EmbeddedMetastore
+from catalog.metastore_client import (
     MetastoreClient,
     MetastoreError,
-    MetastoreStartError,
     MetastoreUnavailableError,
-    configured_metastore_uri,
     parse_metastore_uris,
+)
+from catalog.metastore_launcher import MetastoreStartError
+from catalog.metastore_resolution import (
+    URI_CONF_KEYS,
+    configured_metastore_uri,
+    default_warehouse,
     resolve_metastore,
 )
-
 
 
 def start_metastore(warehouse: str | Path | None = None) -> str:

@@ -49,7 +49,7 @@ class SessionCatalog:
 
 
 def default_warehouse() -> Path:
-    from catalog.metastore import default_warehouse as catalog_default
+    from catalog.metastore_resolution import default_warehouse as catalog_default
 
     return catalog_default()
 
@@ -81,7 +81,9 @@ def _metastore(metastore: str | bool | None, settings: dict[str, str], warehouse
     """(uri, EmbeddedMetastore or None); (None, None) when no metastore is wanted. Checks reachability."""
     # submodules, not the package: an editable install made before catalog/__init__.py existed maps `catalog`
     # as a namespace package outside the repository
-    from catalog.metastore import EmbeddedMetastore, MetastoreClient, configured_metastore_uri, parse_metastore_uris
+    from catalog.embedded_metastore import EmbeddedMetastore
+    from catalog.metastore_client import MetastoreClient, parse_metastore_uris
+    from catalog.metastore_resolution import configured_metastore_uri
 
     if metastore is False or (isinstance(metastore, str) and metastore.lower() in ("none", "false", "off")):
         return None, None
@@ -102,7 +104,7 @@ def _metastore(metastore: str | bool | None, settings: dict[str, str], warehouse
 
 def _attach(spark: SparkSession, uri: str | None, embedded, warehouse: str) -> None:
     from catalog import hive_sync
-    from catalog.metastore import MetastoreClient
+    from catalog.metastore_client import MetastoreClient
     from sqlext.sql import WarehouseResolver, install
 
     if uri is None:
