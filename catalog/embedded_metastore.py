@@ -2,7 +2,10 @@
 
 One metastore serves a warehouse (Derby allows one process per database): the first process that needs it
 starts it (`catalog.metastore_launcher`), later processes find it through ``.metastore/metastore.json`` and
-reuse it. Starting and stopping run under a file lock, so two processes never start two servers.
+reuse it. Starting and stopping run under a file lock, so two processes never start two servers. Each process
+using it holds a lease, and the metastore stops by itself when unused (`catalog.metastore_lifecycle`) unless it
+was started as a service (``start(keep_alive=True)``, `sqlext metastore start`). `embedded_metastores()` lists
+this user's metastores (`catalog.metastore_registry`).
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from catalog import metastore_registry
 from catalog.metastore_client import MetastoreError, ThriftAddress
 from catalog.metastore_launcher import (
     LOOPBACK,
@@ -29,6 +33,15 @@ from catalog.metastore_launcher import (
     port_is_free,
     terminate,
 )
+from catalog.metastore_lifecycle import (
+    DEFAULT_IDLE_TIMEOUT_S,
+    MetastoreActivity,
+    MetastoreLifecycle,
+    acquire_lease,
+    live_lease_pids,
+    release_lease,
+)
+from catalog.metastore_server import SERVER_CLASS
 
 log = logging.getLogger(__name__)
 
@@ -84,9 +97,11 @@ def file_lock(path: Path, timeout_s: float) -> Iterator[None]:
 class EmbeddedMetastore:
     """The HMS Thrift service from pyspark's jars, one per warehouse, shared by later processes.
 
-    `start()` reuses a running instance recorded in ``.metastore/metastore.json`` (pid alive, is
-    our JVM, port answering), otherwise cleans up stale state and starts a new JVM detached from
-    this process (it outlives it). `stop()` ends it. All of this runs under a file lock.
+    `start()` takes a lease for this process and reuses a running instance recorded in
+    ``.metastore/metastore.json`` (pid alive, is our JVM, port answering), otherwise cleans up stale state and
+    starts a new JVM detached from this process. An instance started on demand stops by itself once this
+    process is gone and nobody else uses it, or after `idle_timeout_s` unused; `start(keep_alive=True)` runs
+    (or turns the running one into) a service that only its idle timeout (none by default) or `stop()` ends.
     """
 
     def __init__(self, warehouse_dir: Path | str, *, heap: str = "512m", start_timeout_s: float = 120.0,
@@ -112,25 +127,39 @@ class EmbeddedMetastore:
     def is_running(self) -> bool:
         return self._live_state() is not None
 
-    def start(self) -> str:
-        """Start the metastore, or reuse the running one; returns its thrift URI."""
-        state = self._live_state()
-        if state is not None:  # fast path without the lock
-            return state.uri
+    def start(self, *, keep_alive: bool = False, idle_timeout_s: int | None = None) -> str:
+        """Start the metastore, or reuse the running one; returns its thrift URI.
+
+        On demand (default): this process holds a lease on it until it exits (or `release()`), and it stops
+        `idle_timeout_s` (default 10 minutes) after its last use. `keep_alive`: a service (no lease), stopped
+        after `idle_timeout_s` unused when given, else only by `stop()`."""
         self._ensure_dirs()
+        if not keep_alive:
+            acquire_lease(self.paths.root)  # before looking: a metastore about to stop sees this process
+            state = self._live_state()
+            if state is not None:  # fast path without the lock
+                return state.uri
         with file_lock(self.paths.lock_file, self.start_timeout_s + 30):
             state = self._live_state()  # someone may have started it while we waited
             if state is not None:
                 log.debug("reusing metastore %s (pid %d)", state.uri, state.pid)
+                if keep_alive:
+                    self._lifecycle(keep_alive, idle_timeout_s).save(self.paths.root)
                 return state.uri
             self._clean_stale()
             self._launcher.reap()
+            self._lifecycle(keep_alive, idle_timeout_s).save(self.paths.root)
             pid, port = self._launcher.launch(self._choose_port)
             state = MetastoreState(pid=pid, port=port, host=LOOPBACK, uri=ThriftAddress(LOOPBACK, port).uri,
                                    warehouse=str(self.paths.warehouse), started_at=time.time())
             state.save(self.paths.state_file)
             self.paths.last_port_file.write_text(str(state.port))
+            metastore_registry.register(self.paths.warehouse)
             return state.uri
+
+    def release(self) -> None:
+        """This process no longer uses the metastore (an on-demand one it started may stop now)."""
+        release_lease(self.paths.root)
 
     def stop(self, timeout_s: float = 20.0) -> bool:
         """Stop the running instance (SIGTERM, then SIGKILL); False if none was running."""
@@ -146,9 +175,11 @@ class EmbeddedMetastore:
                 terminate(pid, timeout_s)
             self.paths.state_file.unlink(missing_ok=True)
             self._launcher.reap()
+            metastore_registry.unregister(self.paths.warehouse)
             return bool(pids)
 
     def status(self) -> dict[str, Any]:
+        """running, pid, port, uri, mode (on-demand / service), idle_s, leases, connections, log_file, ..."""
         state = MetastoreState.load(self.paths.state_file)
         info: dict[str, Any] = {
             "running": False,
@@ -162,9 +193,23 @@ class EmbeddedMetastore:
         answering = alive and port_answers(state.host, state.port)
         info.update(pid=state.pid, port=state.port, uri=state.uri, started_at=state.started_at,
                     alive=alive, answering=answering, running=answering, stale=not answering)
+        lifecycle = MetastoreLifecycle.load(self.paths.root)
+        if lifecycle is not None:
+            info.update(mode=lifecycle.mode, idle_timeout_s=lifecycle.idle_timeout_s,
+                        owner_pid=lifecycle.owner_pid or None)
+        info["leases"] = live_lease_pids(self.paths.root)
+        activity = MetastoreActivity.load(self.paths.root)
+        if activity is not None and activity.pid == state.pid:
+            info.update(connections=activity.connections, idle_s=round(activity.idle_s(), 1))
         return info
 
     # -- internals -------------------------------------------------------------------------------
+    def _lifecycle(self, keep_alive: bool, idle_timeout_s: int | None) -> MetastoreLifecycle:
+        if keep_alive:  # a service: no idle timeout unless asked for
+            return MetastoreLifecycle(keep_alive=True, idle_timeout_s=int(idle_timeout_s or 0))
+        idle = DEFAULT_IDLE_TIMEOUT_S if idle_timeout_s is None else int(idle_timeout_s)
+        return MetastoreLifecycle(keep_alive=False, idle_timeout_s=idle, owner_pid=os.getpid())
+
     def _ensure_dirs(self) -> None:
         for d in (self.paths.root, self.paths.conf_dir, self.paths.logs_dir):
             d.mkdir(parents=True, exist_ok=True)
@@ -173,7 +218,10 @@ class EmbeddedMetastore:
         state = MetastoreState.load(self.paths.state_file)
         if state is None:
             return None
-        if is_metastore_process(state.pid, self.paths.conf_dir) and port_answers(state.host, state.port):
+        # Only our loopback server counts: a JVM an earlier version started (all interfaces, no watchdog) is
+        # ended and replaced.
+        if (is_metastore_process(state.pid, self.paths.conf_dir, (SERVER_CLASS,))
+                and port_answers(state.host, state.port)):
             return state
         return None
 
@@ -197,3 +245,15 @@ class EmbeddedMetastore:
             if port_is_free(last):
                 return last
         return free_port()
+
+
+def embedded_metastores() -> list[EmbeddedMetastore]:
+    """The running embedded metastores of this user on this machine (entries of stopped ones are dropped)."""
+    running = []
+    for warehouse in metastore_registry.registered_warehouses():
+        metastore = EmbeddedMetastore(warehouse)
+        if metastore.is_running():
+            running.append(metastore)
+        else:
+            metastore_registry.unregister(warehouse)
+    return running

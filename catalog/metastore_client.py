@@ -51,6 +51,10 @@ class MetastoreUnavailableError(MetastoreError):
         super().__init__(f"Hive metastore at {uri} is unavailable: {reason}")
 
 
+class MetastoreStartError(MetastoreError):
+    """The embedded metastore did not come up; the message carries the tail of its logs."""
+
+
 def _describe(exc: BaseException) -> str:
     # Thrift wraps the socket error in `.inner`; the inner one is what a user can act on.
     inner = getattr(exc, "inner", None)

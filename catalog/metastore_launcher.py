@@ -1,14 +1,12 @@
 """The embedded metastore's server process: its files, its JVM command line, launching it and telling it apart.
 
-`MetastoreLauncher` starts the standalone HMS Thrift service that ships inside the pyspark wheel (Hive 2.3 jars
-+ Derby) as a JVM detached from the calling process, and waits until it answers a Thrift call. The process
-helpers find the JVMs of one warehouse (`metastore_pids`), guard against pid reuse (`is_metastore_process`) and
-end them (`terminate`). Which metastore to reuse or start is `catalog.embedded_metastore`'s business.
-
-Security note: Hive 2.3's metastore has no bind-host setting (``hive.metastore.thrift.bind.host`` only exists
-from Hive 4; 2.3 passes a null host to its server socket), so the embedded server listens on all interfaces.
-Clients here always connect through 127.0.0.1 and the port is random, but on a shared network host the
-metastore (which has no authentication) is reachable by others.
+`MetastoreLauncher` starts the HMS Thrift service of the Hive 2.3 jars inside the pyspark wheel (with Derby) as
+a JVM detached from the calling process, and waits until it answers a Thrift call. The JVM runs
+`catalog.metastore_server`'s class: the metastore has no authentication and Hive 2.3 no bind-host setting, so
+that class binds it to 127.0.0.1 (reachable from this machine only) and stops it when unused
+(`catalog.metastore_lifecycle`). The process helpers find the JVMs of one warehouse (`metastore_pids`), guard
+against pid reuse (`is_metastore_process`) and end them (`terminate`). Which metastore to reuse or start is
+`catalog.embedded_metastore`'s business.
 """
 from __future__ import annotations
 
@@ -28,20 +26,20 @@ from xml.sax.saxutils import escape
 from catalog.metastore_client import (
     MetastoreClient,
     MetastoreError,
+    MetastoreStartError,
     MetastoreUnavailableError,
     ThriftAddress,
     parse_metastore_uris,
 )
+from catalog.metastore_lifecycle import ACTIVITY_FILE, LEASES_DIR, LIFECYCLE_FILE
+from catalog.metastore_server import SERVER_CLASS, server_classes
 from storage.write.heartbeat import pid_alive
 
 log = logging.getLogger(__name__)
 
 LOOPBACK = "127.0.0.1"
-HMS_MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"
-
-
-class MetastoreStartError(MetastoreError):
-    """The embedded metastore did not come up; the message carries the tail of its logs."""
+HMS_MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"  # what earlier versions ran (all interfaces)
+METASTORE_MAIN_CLASSES = (SERVER_CLASS, HMS_MAIN_CLASS)
 
 
 class _PortTaken(Exception):
@@ -62,6 +60,8 @@ class MetastorePaths:
         metastore.lock         flock held while starting/stopping, so two processes never start two servers
         last_port              the port of the previous instance, preferred on restart so existing
                                clients (and Spark sessions configured with the URI) reconnect
+        leases/<pid>           one per process using it; lifecycle.properties, activity.properties: when it
+                               stops by itself (catalog.metastore_lifecycle)
     """
 
     warehouse: Path
@@ -109,6 +109,18 @@ class MetastorePaths:
     @property
     def last_port_file(self) -> Path:
         return self.root / "last_port"
+
+    @property
+    def leases_dir(self) -> Path:
+        return self.root / LEASES_DIR
+
+    @property
+    def lifecycle_file(self) -> Path:
+        return self.root / LIFECYCLE_FILE
+
+    @property
+    def activity_file(self) -> Path:
+        return self.root / ACTIVITY_FILE
 
 
 def hive_site_settings(paths: MetastorePaths, extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -197,8 +209,8 @@ def port_answers(host: str, port: int, timeout_s: float = 1.0) -> bool:
 
 
 def port_is_free(port: int) -> bool:
-    # The JVM binds the wildcard address with SO_REUSEADDR, so test the same way: a port with
-    # only TIME_WAIT leftovers from a killed server is free for it.
+    # The JVM binds with SO_REUSEADDR, so test the same way: a port with only TIME_WAIT leftovers from a
+    # killed server is free for it. The wildcard address: a port someone listens on anywhere is taken.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
@@ -222,17 +234,19 @@ def _cmdline(pid: int) -> list[str] | None:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a]
 
 
-def is_metastore_process(pid: int, conf_dir: Path) -> bool:
-    """Guard against pid reuse: the pid must be a HiveMetaStore JVM using *our* conf dir."""
+def is_metastore_process(pid: int, conf_dir: Path, main_classes: tuple[str, ...] = METASTORE_MAIN_CLASSES) -> bool:
+    """Guard against pid reuse: the pid must be a metastore JVM (of `main_classes`) using *our* conf dir."""
     args = _cmdline(pid)
     if args is None:  # no /proc (not Linux): best effort
         return pid_alive(pid)
     # A zombie has an empty cmdline, so it never matches: an exited JVM counts as gone.
-    return HMS_MAIN_CLASS in args and any(str(conf_dir) in a for a in args) and pid_alive(pid)
+    return (any(c in args for c in main_classes) and any(str(conf_dir) in a for a in args)
+            and pid_alive(pid))
 
 
 def metastore_pids(conf_dir: Path) -> list[int]:
-    """All live HiveMetaStore JVMs started for this conf dir (finds orphans without a state file)."""
+    """All live metastore JVMs started for this conf dir (finds orphans without a state file, and JVMs that
+    earlier versions started with HiveMetaStore's own main)."""
     proc = Path("/proc")
     if not proc.is_dir():
         return []
@@ -298,15 +312,18 @@ class MetastoreLauncher:
 
     def _command(self, port: int) -> list[str]:
         jars = self._jars_dir or pyspark_jars_dir()
+        java = self._java or java_executable()
         return [
-            self._java or java_executable(),
+            java,
             f"-Xmx{self.heap}",
+            # an IPv4 socket: bound to 127.0.0.1 itself, not to its IPv4-mapped IPv6 form
+            "-Djava.net.preferIPv4Stack=true",
             f"-Dhive.log.dir={self.paths.logs_dir}",
             "-Dhive.log.file=hive.log",
             f"-Dderby.stream.error.file={self.paths.derby_log}",
             f"-Dderby.system.home={self.paths.root}",
-            "-cp", f"{jars}/*{os.pathsep}{self.paths.conf_dir}",
-            HMS_MAIN_CLASS, "-p", str(port),
+            "-cp", os.pathsep.join([str(server_classes(jars, java)), f"{jars}/*", str(self.paths.conf_dir)]),
+            SERVER_CLASS, str(port), str(self.paths.root),
         ]
 
     def _launch_on(self, port: int) -> int:

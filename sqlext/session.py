@@ -5,7 +5,8 @@ Which metastore (first match):
    ``False`` / ``"none"`` for no metastore (Spark's in-memory catalog, tables found in the warehouse only);
 2. ``hive.metastore.uris`` / ``spark.hadoop.hive.metastore.uris`` in `conf`, or ``$HIVE_METASTORE_URIS``;
 3. the embedded metastore of the warehouse (catalog.EmbeddedMetastore: started on first use, reused by
-   later sessions and processes while it runs).
+   later sessions and processes while it runs; this process holds a lease on it until it exits, and it stops by
+   itself once nobody uses it).
 
 With a metastore, Spark runs with Hive support on the same metastore (so plain Spark SQL sees every table the
 SQL front end registers), the SQL front end is installed with a `MetastoreResolver`, and Hive sync runs after
