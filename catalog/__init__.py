@@ -2,15 +2,24 @@
 
 With nothing configured, the catalog uses an embedded metastore: the real HMS Thrift service
 from the jars pyspark ships, started on demand per warehouse directory (Derby database and a
-generated hive-site.xml under ``<warehouse>/.metastore``) and reused by later sessions while it
-runs. With ``hive.metastore.uris`` configured, that metastore is used and nothing is started.
+generated hive-site.xml under ``<warehouse>/.metastore``), listening on 127.0.0.1 only, reused by
+later sessions while it runs and stopped by itself once unused. With ``hive.metastore.uris``
+configured, that metastore is used and nothing is started.
+
+Modules: metastore_client (the Thrift client), embedded_metastore (the warehouse's own metastore: reuse,
+start, stop), metastore_launcher (its JVM: files, command line, process helpers), metastore_server (the
+loopback server class), metastore_lifecycle (leases, idle stop), metastore_registry (this user's metastores),
+metastore_resolution (configured or embedded).
 
 Public API:
-    start_metastore(warehouse=None) -> uri     start (or reuse) the embedded metastore of a warehouse
+    start_metastore(warehouse=None, keep_alive=True, idle_timeout_s=None) -> uri
+                                               start (or reuse) the embedded metastore of a warehouse; by
+                                               default as a service that outlives this process
     stop_metastore(warehouse=None) -> bool     stop it (False when none ran)
-    metastore_status(warehouse=None) -> dict   running, pid, port, uri, warehouse, log_file, ...
+    metastore_status(warehouse=None) -> dict   running, pid, port, uri, mode, idle_s, leases, log_file, ...
         (warehouse defaults to ./spark-warehouse, as sqlext.session(); `sqlext metastore start|stop|status`)
-    EmbeddedMetastore(warehouse_dir)    start() -> uri, stop(), status() -> dict, uri
+    embedded_metastores() -> [EmbeddedMetastore]   the running ones of this user on this machine
+    EmbeddedMetastore(warehouse_dir)    start(keep_alive=False) -> uri, release(), stop(), status() -> dict, uri
     resolve_metastore(conf, warehouse)  -> thrift URI (configured, or embedded started/reused)
     MetastoreClient(uri)                lazy, reconnecting wrapper over hmsclient.HMSClient
     MetastoreError, MetastoreUnavailableError, MetastoreStartError
@@ -27,23 +36,26 @@ Hive sync (catalog.hive_sync), as Apache Hudi's HiveSyncTool:
 from pathlib import Path
 from hmsclient.genthrift.hive_metastore import ttypes
 
-from catalog.metastore import (
-    URI_CONF_KEYS,
-    default_warehouse,
-    EmbeddedMetastore,
+from catalog.embedded_metastore import EmbeddedMetastore, embedded_metastores
+from catalog.metastore_client import (
     MetastoreClient,
     MetastoreError,
     MetastoreStartError,
     MetastoreUnavailableError,
-    configured_metastore_uri,
     parse_metastore_uris,
+)
+from catalog.metastore_resolution import (
+    URI_CONF_KEYS,
+    configured_metastore_uri,
+    default_warehouse,
     resolve_metastore,
 )
 
 
-
-def start_metastore(warehouse: str | Path | None = None) -> str:
-    return EmbeddedMetastore(warehouse or default_warehouse()).start()
+def start_metastore(warehouse: str | Path | None = None, *, keep_alive: bool = True,
+                    idle_timeout_s: int | None = None) -> str:
+    return EmbeddedMetastore(warehouse or default_warehouse()).start(keep_alive=keep_alive,
+                                                                     idle_timeout_s=idle_timeout_s)
 
 
 def stop_metastore(warehouse: str | Path | None = None) -> bool:
@@ -61,6 +73,7 @@ __all__ = [
     "metastore_status",
     "URI_CONF_KEYS",
     "EmbeddedMetastore",
+    "embedded_metastores",
     "MetastoreClient",
     "MetastoreError",
     "MetastoreStartError",

@@ -47,10 +47,11 @@ from catalog.hms_ddl import (
     location_uri,
     new_partition,
     new_table,
-    parse_properties,
     partition_location,
 )
-from catalog.metastore import MetastoreClient, MetastoreError, configured_metastore_uri
+from catalog.hive_sync_config import HiveSyncConfig, HiveSyncError
+from catalog.metastore_client import MetastoreClient
+from catalog.metastore_resolution import configured_metastore_uri
 from catalog.partition_value_extractor import extractor_for
 from storage.config import HiveSyncConfigKeys as HK, HoodieConfig
 from storage.table.fs_view import FileSystemView
@@ -62,76 +63,6 @@ SUFFIX_READ_OPTIMIZED = "_ro"
 SUFFIX_SNAPSHOT = "_rt"
 CALLBACK_NAME = "hive_sync"
 LAST_COMMIT_COMPLETION_TIME_SYNC = "last_commit_completion_time_sync"
-
-
-class HiveSyncError(MetastoreError):
-    """A sync that did not complete; the message names the table and the metastore."""
-
-
-# ----------------------------------------------------------------------------------------------
-# Configuration
-# ----------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class HiveSyncConfig:
-    base_path: str
-    metastore_uri: str
-    database: str
-    table: str
-    partition_fields: list[str]
-    partition_extractor_class: str | None = None
-    skip_ro_suffix: bool = False
-    auto_create_database: bool = True
-    sync_as_datasource: bool = True
-    schema_string_length_threshold: int = 4000
-    support_timestamp: bool = True
-    create_managed_table: bool = False
-    table_properties: dict[str, str] = field(default_factory=dict)
-    serde_properties: dict[str, str] = field(default_factory=dict)
-    omit_metadata_fields: bool = False
-    conditional_sync: bool = False
-    spark_version: str | None = None
-
-    @classmethod
-    def of(cls, base_path: str, metastore_uri: str, meta: HoodieTableMetaClient,
-           options: Mapping[str, str] | None = None, *, database: str | None = None,
-           table: str | None = None) -> "HiveSyncConfig":
-        """Options first, then the table's own name/database/partition fields (Hudi's defaults)."""
-        cfg = HoodieConfig.of(options)
-        mode = (cfg.get(HK.MODE) or "hms").lower()
-        if mode != "hms":
-            raise HiveSyncError(f"hoodie.datasource.hive_sync.mode={mode!r} is not supported: only 'hms' "
-                                "(talk to the metastore's Thrift API)")
-        tc = meta.table_config
-        fields = cfg.get(HK.PARTITION_FIELDS) or [p.partition(":")[0] for p in tc.partition_fields]
-        return cls(
-            base_path=meta.base_path,
-            metastore_uri=metastore_uri,
-            database=(database or cfg.get(HK.DATABASE) or cfg.props.get("hoodie.database.name")
-                      or tc.database_name or "default").lower(),
-            table=(table or cfg.get(HK.TABLE) or tc.name).lower(),
-            partition_fields=list(fields),
-            partition_extractor_class=cfg.get(HK.PARTITION_EXTRACTOR_CLASS),
-            skip_ro_suffix=bool(cfg.get(HK.SKIP_RO_SUFFIX)),
-            auto_create_database=bool(cfg.get(HK.AUTO_CREATE_DATABASE)),
-            sync_as_datasource=bool(cfg.get(HK.SYNC_AS_DATASOURCE)),
-            schema_string_length_threshold=int(cfg.get(HK.SCHEMA_STRING_LENGTH_THRESHOLD)),
-            support_timestamp=bool(cfg.get(HK.SUPPORT_TIMESTAMP)),
-            create_managed_table=bool(cfg.get(HK.CREATE_MANAGED_TABLE)),
-            table_properties=parse_properties(cfg.get(HK.TABLE_PROPERTIES)),
-            serde_properties=parse_properties(cfg.get(HK.SERDE_PROPERTIES)),
-            omit_metadata_fields=bool(cfg.get(HK.OMIT_METADATA_FIELDS)),
-            conditional_sync=bool(cfg.get(HK.CONDITIONAL_SYNC)),
-            spark_version=cfg.get(HK.SPARK_VERSION) or _spark_version(),
-        )
-
-
-def _spark_version() -> str | None:
-    try:
-        import pyspark
-
-        return pyspark.__version__
-    except Exception:
-        return None
 
 
 def synced_table_names(table: str, is_mor: bool, skip_ro_suffix: bool = False) -> list[tuple[str, bool, bool]]:

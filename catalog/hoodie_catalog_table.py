@@ -14,7 +14,8 @@ import logging
 from hmsclient.genthrift.hive_metastore.ttypes import Table
 
 from catalog.hive_schema_util import hive_columns, spark_schema, spark_table_properties, table_schema
-from catalog.hive_sync import SUFFIX_READ_OPTIMIZED, SUFFIX_SNAPSHOT, _spark_version
+from catalog.hive_sync import SUFFIX_READ_OPTIMIZED, SUFFIX_SNAPSHOT
+from catalog.hive_sync_config import spark_version
 from catalog.hms_ddl import (
     HOODIE_INPUT_FORMAT,
     HOODIE_REALTIME_INPUT_FORMAT,
@@ -25,7 +26,7 @@ from catalog.hms_ddl import (
     location_uri,
     new_table,
 )
-from catalog.metastore import MetastoreClient, MetastoreError
+from catalog.metastore_client import MetastoreClient, MetastoreError
 from storage.table.meta_client import HoodieTableMetaClient
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,7 @@ def catalog_table(db: str, name: str, meta: HoodieTableMetaClient, *, managed: b
     columns, partition_columns = hive_columns(struct, partition_fields)
     by_lower = {f.name.lower(): f.name for f in struct.fields}
     props = spark_table_properties(struct, [by_lower.get(p.lower(), p) for p in partition_fields], 4000,
-                                   _spark_version())
+                                   spark_version())
     props.update({k: v for k, v in tc.props.items() if k.startswith("hoodie.") and k not in _SKIPPED_PROPS})
     props.update({"provider": "hudi", "type": "mor" if tc.is_mor else "cow",
                   "primaryKey": ",".join(tc.record_key_fields)})

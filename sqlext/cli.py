@@ -2,7 +2,9 @@
 
     sqlext sql "STMT; STMT" [-f script.sql] [--output table|csv|json] [--conf k=v ...] [--metastore URI|embedded|none]
     sqlext shell [same options]        interactive: statements end with `;`, may span lines; history (readline)
-    sqlext metastore start|stop|status [--warehouse DIR]
+    sqlext metastore start [--warehouse DIR] [--idle-timeout SECONDS]    a long-lived embedded metastore
+    sqlext metastore status [--warehouse DIR] [--json]                    every one of this user (or one)
+    sqlext metastore stop [--warehouse DIR | --all]
     sqlext demo [--path DIR]
 
 Every statement runs through `sqlext.session()` (the Hudi SQL front end); each statement that returns columns
@@ -57,9 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     _session_options(sql)
     shell = sub.add_parser("shell", help="interactive SQL prompt")
     _session_options(shell)
-    ms = sub.add_parser("metastore", help="the embedded Hive Metastore of a warehouse")
+    ms = sub.add_parser("metastore", help="embedded Hive Metastores: start a long-lived one, list them, stop them")
     ms.add_argument("action", choices=("start", "stop", "status"))
-    ms.add_argument("--warehouse", metavar="DIR", help="warehouse directory (default: the sqlext default)")
+    ms.add_argument("--warehouse", metavar="DIR",
+                    help="warehouse directory (default: the sqlext default; for status: every metastore)")
+    ms.add_argument("--idle-timeout", type=int, metavar="SECONDS",
+                    help="start: stop it after this many seconds unused (default: keep it until stopped)")
+    ms.add_argument("--all", action="store_true", help="stop: every embedded metastore of this user")
+    ms.add_argument("--json", action="store_true", help="status: one JSON object per metastore")
     demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
     demo.add_argument("--path")
     return parser
@@ -240,16 +247,42 @@ def _enable_history() -> None:
         log.debug("no history: %s", exc)
 
 
-def metastore(action: str, warehouse: str | None, out: TextIO) -> int:
-    from catalog import metastore_status, start_metastore, stop_metastore
+def metastore(args, out: TextIO) -> int:
+    """`sqlext metastore start|status|stop`: a long-lived (service) metastore, this user's metastores."""
+    from catalog import embedded_metastores, metastore_status, start_metastore, stop_metastore
 
-    if action == "start":
-        out.write(start_metastore(warehouse) + "\n")
-    elif action == "stop":
-        out.write(("stopped" if stop_metastore(warehouse) else "not running") + "\n")
+    if args.all and (args.action != "stop" or args.warehouse):
+        raise CliError("--all goes with `metastore stop` and without --warehouse")
+    if args.idle_timeout is not None and (args.action != "start" or args.idle_timeout < 0):
+        raise CliError("--idle-timeout SECONDS (>= 0) goes with `metastore start`")
+    if args.json and args.action != "status":
+        raise CliError("--json goes with `metastore status`")
+    if args.action == "start":
+        out.write(start_metastore(args.warehouse, keep_alive=True, idle_timeout_s=args.idle_timeout) + "\n")
+    elif args.action == "stop" and args.all:
+        stopped = [m.paths.warehouse for m in embedded_metastores() if m.stop()]
+        out.write("".join(f"stopped {w}\n" for w in stopped) or "no embedded metastore running\n")
+    elif args.action == "stop":
+        out.write(("stopped" if stop_metastore(args.warehouse) else "not running") + "\n")
+    elif args.warehouse:
+        out.write(json.dumps(metastore_status(args.warehouse), default=str) + "\n")
     else:
-        out.write(json.dumps(metastore_status(warehouse), default=str) + "\n")
+        _print_metastores([m.status() for m in embedded_metastores()], args.json, out)
     return 0
+
+
+def _print_metastores(statuses: list[dict], as_json: bool, out: TextIO) -> None:
+    if as_json:
+        out.write("".join(json.dumps(s, default=str) + "\n" for s in statuses))
+        return
+    if not statuses:
+        out.write("no embedded metastore running\n")
+        return
+    columns = ("warehouse", "pid", "port", "mode", "idle_s", "leases", "connections")
+    rows = [[str(len(s[c]) if c == "leases" else s.get(c, "")) for c in columns] for s in statuses]
+    widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
+    for row in [list(columns), *rows]:
+        out.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
 
 
 def _sql_text(args) -> str:
@@ -284,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return demo_main(["--path", args.path] if args.path else [])
         if args.command == "metastore":
-            return metastore(args.action, args.warehouse, sys.stdout)
+            return metastore(args, sys.stdout)
         text = _sql_text(args) if args.command == "sql" else None
         parse_conf(args.conf)  # bad --conf fails before Spark starts
         spark = open_session(args)

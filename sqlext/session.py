@@ -5,7 +5,8 @@ Which metastore (first match):
    ``False`` / ``"none"`` for no metastore (Spark's in-memory catalog, tables found in the warehouse only);
 2. ``hive.metastore.uris`` / ``spark.hadoop.hive.metastore.uris`` in `conf`, or ``$HIVE_METASTORE_URIS``;
 3. the embedded metastore of the warehouse (catalog.EmbeddedMetastore: started on first use, reused by
-   later sessions and processes while it runs).
+   later sessions and processes while it runs; this process holds a lease on it until it exits, and it stops by
+   itself once nobody uses it).
 
 With a metastore, Spark runs with Hive support on the same metastore (so plain Spark SQL sees every table the
 SQL front end registers), the SQL front end is installed with a `MetastoreResolver`, and Hive sync runs after
@@ -51,7 +52,7 @@ class SessionCatalog:
 
 
 def default_warehouse() -> Path:
-    from catalog.metastore import default_warehouse as catalog_default
+    from catalog.metastore_resolution import default_warehouse as catalog_default
 
     return catalog_default()
 
@@ -85,7 +86,9 @@ def _metastore(metastore: str | bool | None, settings: dict[str, str], warehouse
     """(uri, EmbeddedMetastore or None); (None, None) when no metastore is wanted. Checks reachability."""
     # submodules, not the package: an editable install made before catalog/__init__.py existed maps `catalog`
     # as a namespace package outside the repository
-    from catalog.metastore import EmbeddedMetastore, MetastoreClient, configured_metastore_uri, parse_metastore_uris
+    from catalog.embedded_metastore import EmbeddedMetastore
+    from catalog.metastore_client import MetastoreClient, parse_metastore_uris
+    from catalog.metastore_resolution import configured_metastore_uri
 
     if metastore is False or (isinstance(metastore, str) and metastore.lower() in ("none", "false", "off")):
         return None, None
@@ -106,7 +109,7 @@ def _metastore(metastore: str | bool | None, settings: dict[str, str], warehouse
 
 def _attach(spark: SparkSession, uri: str | None, embedded, warehouse: str) -> None:
     from catalog import hive_sync
-    from catalog.metastore import MetastoreClient
+    from catalog.metastore_client import MetastoreClient
     from sqlext.sql import WarehouseResolver, install
 
     if uri is None:

@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,10 +18,36 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 def pytest_sessionstart(session):
     """Outside CI the tests that need the Java fixtures skip when they are missing; in CI a missing fixture
-    directory fails the run instead of silently skipping the tests that compare with Java Hudi."""
+    directory fails the run instead of silently skipping the tests that compare with Java Hudi.
+
+    The embedded metastores this test session starts (here and in its subprocesses) are recorded in a registry
+    of its own, so the session stops exactly those at its end and never lists or stops anyone else's."""
     problem = missing_fixtures_message()
     if problem and running_in_ci():
         raise pytest.UsageError(f"CI=true and {problem}")
+    from catalog.metastore_registry import REGISTRY_ENV
+
+    session.config._metastore_registry = (os.environ.get(REGISTRY_ENV), tempfile.mkdtemp(prefix="sqlext-test-hms-"))
+    os.environ[REGISTRY_ENV] = session.config._metastore_registry[1]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Stop every embedded metastore this session started that is still running (a test that failed half-way
+    may have left one behind)."""
+    saved = getattr(session.config, "_metastore_registry", None)
+    if saved is None:
+        return
+    from catalog import embedded_metastores
+    from catalog.metastore_registry import REGISTRY_ENV
+
+    for metastore in embedded_metastores():
+        metastore.stop()
+    previous, registry = saved
+    shutil.rmtree(registry, ignore_errors=True)
+    if previous is None:
+        os.environ.pop(REGISTRY_ENV, None)
+    else:
+        os.environ[REGISTRY_ENV] = previous
 
 
 @pytest.fixture(scope="session")

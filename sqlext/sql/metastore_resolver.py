@@ -22,7 +22,7 @@ from catalog.hoodie_catalog_table import (
     table_location,
     unregister_table,
 )
-from catalog.metastore import MetastoreClient
+from catalog.metastore_client import MetastoreClient
 from sqlext.sql.resolver import (
     DEFAULT_DB,
     READ_OPTIMIZED,

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from catalog.metastore import EmbeddedMetastore, MetastoreClient
+from catalog.embedded_metastore import EmbeddedMetastore
+from catalog.metastore_client import MetastoreClient
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ import pytest
 from hmsclient.genthrift.hive_metastore.ttypes import FieldSchema, Partition, SerDeInfo, StorageDescriptor, Table
 
 from catalog import EmbeddedMetastore, MetastoreClient, MetastoreUnavailableError, resolve_metastore
-from catalog.metastore import free_port, metastore_pids, pid_alive
+from catalog.metastore_launcher import free_port, metastore_pids
+from storage.write.heartbeat import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
@@ -45,7 +46,7 @@ def partition(table: Table, dt: str) -> Partition:
 
 
 def start_in_subprocess(warehouse: Path) -> subprocess.Popen[str]:
-    code = "import sys; from catalog.metastore import EmbeddedMetastore as E; print(E(sys.argv[1]).start())"
+    code = "import sys; from catalog.embedded_metastore import EmbeddedMetastore as E; print(E(sys.argv[1]).start())"
     return subprocess.Popen([sys.executable, "-c", code, str(warehouse)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

@@ -25,7 +25,7 @@ from hudi_oracle import hudi_rs_read  # noqa: E402
 
 from catalog import MetastoreClient, hive_sync
 from catalog.hms_ddl import local_path
-from catalog.metastore import pid_alive
+from storage.write.heartbeat import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
 META = ["_hoodie_commit_time", "_hoodie_commit_seqno", "_hoodie_record_key", "_hoodie_partition_path",
@@ -316,7 +316,7 @@ def test_configured_metastore_is_used_and_nothing_started(hms, tmp_path):
 def test_unreachable_metastore_error_names_uri(tmp_path):
     import sqlext
     from catalog import MetastoreUnavailableError
-    from catalog.metastore import free_port
+    from catalog.metastore_launcher import free_port
 
     uri = f"thrift://127.0.0.1:{free_port()}"
     with pytest.raises(MetastoreUnavailableError, match=uri):
