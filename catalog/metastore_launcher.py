@@ -32,7 +32,7 @@ from catalog.metastore_client import (
     parse_metastore_uris,
 )
 from catalog.metastore_lifecycle import ACTIVITY_FILE, LEASES_DIR, LIFECYCLE_FILE
-from catalog.metastore_server import SERVER_CLASS, server_classes
+from catalog.metastore_server import SERVER_CLASS, location_only_fs_settings, server_classes
 from storage.write.heartbeat import pid_alive
 
 log = logging.getLogger(__name__)
@@ -138,6 +138,7 @@ def hive_site_settings(paths: MetastorePaths, extra: Mapping[str, str] | None = 
         # The default of 200 pre-sized worker threads is far more than a local catalog needs.
         "hive.metastore.server.min.threads": "4",
         "hive.metastore.server.max.threads": "100",
+        **location_only_fs_settings(),
     }
     settings.update(extra or {})
     return settings

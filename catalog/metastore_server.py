@@ -22,6 +22,18 @@ log = logging.getLogger(__name__)
 
 SERVER_CLASS = "lakehouse.catalog.LoopbackHiveMetaStore"
 SOURCE = Path(__file__).parent / "java" / "LoopbackHiveMetaStore.java"
+# Hadoop has no connector for these in pyspark's jars; the metastore only needs to record their locations.
+LOCATION_ONLY_FS_CLASS = "lakehouse.catalog.LocationOnlyFileSystem"
+OBJECT_STORE_SCHEMES = ("s3", "s3a", "s3n", "gs", "gcs")
+
+
+def java_sources() -> list[Path]:
+    return sorted(SOURCE.parent.glob("*.java"))
+
+
+def location_only_fs_settings() -> dict[str, str]:
+    """hive-site settings that give the metastore `LocationOnlyFileSystem` for object-store schemes."""
+    return {f"fs.{scheme}.impl": LOCATION_ONLY_FS_CLASS for scheme in OBJECT_STORE_SCHEMES}
 JAVA_RELEASE = "17"  # what pyspark 4 needs anyway
 
 
@@ -46,8 +58,9 @@ def javac_executable(java: str) -> str:
 
 
 def server_classes(jars: Path, java: str) -> Path:
-    """The directory holding the compiled server class (compiled now when the cache has none)."""
-    source = SOURCE.read_bytes()
+    """The directory holding the compiled server classes (compiled now when the cache has none)."""
+    sources = java_sources()
+    source = b"\n".join(p.read_bytes() for p in sources)
     hive_jars = sorted(p.name for p in jars.glob("hive-*.jar")) + sorted(p.name for p in jars.glob("libthrift-*.jar"))
     key = hashlib.sha256(source + "\n".join(hive_jars).encode()).hexdigest()[:16]
     target = cache_dir() / key
@@ -58,11 +71,11 @@ def server_classes(jars: Path, java: str) -> Path:
     shutil.rmtree(build, ignore_errors=True)
     started = time.monotonic()
     cmd = [javac_executable(java), "--release", JAVA_RELEASE, "-nowarn", "-cp", f"{jars}/*", "-d", str(build),
-           str(SOURCE)]
+           *map(str, sources)]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
         shutil.rmtree(build, ignore_errors=True)
-        raise MetastoreStartError(f"javac could not compile {SOURCE}:\n{done.stderr[-3000:]}")
+        raise MetastoreStartError(f"javac could not compile {SOURCE.parent}:\n{done.stderr[-3000:]}")
     try:
         os.rename(build, target)
     except OSError:  # another process published it first: theirs is the same class
