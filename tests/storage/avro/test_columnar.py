@@ -9,10 +9,10 @@ import pyarrow as pa
 import pytest
 
 from storage.avro.columnar import flat_fields
-from storage.file_group.log_block import (
-    HoodieCorruptedLogError,
+from storage.exception import HoodieCorruptedLogError
+from storage.file_group.avro_block_content import (
     _arrow_schema,
-    _decode_avro_dicts,
+    decode_avro_dicts,
     decode_avro_records,
     encode_avro_records,
 )
@@ -61,7 +61,7 @@ def test_same_table_as_the_general_decoder(nullable_first, count):
     content = encode_avro_records(records, schema)
     assert flat_fields(schema) is not None
     got = decode_avro_records(content, schema)
-    want = pa.Table.from_pylist(_decode_avro_dicts(content, schema, None), schema=_arrow_schema(schema))
+    want = pa.Table.from_pylist(decode_avro_dicts(content, schema, None), schema=_arrow_schema(schema))
     assert got.equals(want)
     assert got.to_pylist() == records
 

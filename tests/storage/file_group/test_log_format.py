@@ -18,15 +18,14 @@ import pyarrow as pa
 import pytest
 
 from hudi_oracle import hudi_rs_read
+from storage.file_group.delete_record import DELETE_RECORD_LIST_SCHEMA, DeleteRecord
 from storage.file_group.log_block import (
-    DELETE_RECORD_LIST_SCHEMA,
     AvroDataBlock,
     BoundedReader,
     CommandBlock,
     CommandBlockType,
     CorruptBlock,
     DeleteBlock,
-    DeleteRecord,
     HeaderMetadataType,
     HoodieCorruptedLogError,
     HoodieLogBlock,
