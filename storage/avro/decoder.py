@@ -10,6 +10,7 @@ range — raises `HoodieAvroDecodeError` naming what was being read and the offs
 """
 from __future__ import annotations
 
+import operator
 import struct
 from typing import Any, Callable, NamedTuple
 
@@ -17,6 +18,7 @@ from storage.avro.logical_types import logical_type
 from storage.avro.schema_compiler import SchemaCompiler, UnionValue, parse_schema, schema_label
 from storage.exception import HoodieAvroDecodeError
 
+_new_tuple = tuple.__new__
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _LONG_BITS = 64
@@ -52,6 +54,9 @@ class BinaryDecoder:
         data, pos = self.data, self.pos
         try:
             byte = data[pos]
+            if byte < 0x80:  # one byte: most counts, lengths, union indexes and small values
+                self.pos = pos + 1
+                return (byte >> 1) ^ -(byte & 1)
             value, shift = byte & 0x7F, 7
             while byte & 0x80:
                 if shift >= 70:
@@ -88,9 +93,13 @@ class BinaryDecoder:
 
     def read_bytes(self, what: str) -> bytes:
         size = self.read_long(what)
+        pos = self.pos
         if size < 0:
-            raise HoodieAvroDecodeError(f"{what}: negative length {size} at offset {self.pos}")
-        return self.read_fixed(size, what)
+            raise HoodieAvroDecodeError(f"{what}: negative length {size} at offset {pos}")
+        if pos + size > len(self.data):
+            raise self._truncated(size, what)
+        self.pos = pos + size
+        return self.data[pos : pos + size]
 
     def read_string(self, what: str) -> str:
         raw = self.read_bytes(what)
@@ -101,7 +110,12 @@ class BinaryDecoder:
 
     def read_index(self, count: int, what: str) -> int:
         """A union branch or enum symbol index below `count`."""
-        index = self.read_long(what)
+        data, pos = self.data, self.pos
+        if pos < len(data) and data[pos] < 0x80:  # always, but for corrupt data
+            self.pos = pos + 1
+            index = (data[pos] >> 1) ^ -(data[pos] & 1)
+        else:
+            index = self.read_long(what)
         if not 0 <= index < count:
             raise HoodieAvroDecodeError(f"{what}: index {index} out of range (0..{count - 1}) before offset {self.pos}")
         return index
@@ -164,7 +178,7 @@ class _ReaderCompiler(SchemaCompiler[_Step]):
         if kind == "null":
             return _Step(lambda d: None, 0)
         method, size = _PRIMITIVE_READS[kind]
-        return _Step(lambda d: method(d, path), size)
+        return _Step(operator.methodcaller(method, path), size)  # no Python frame of its own
 
     def record(self, name: str, fields: list[tuple[dict[str, Any], _Step]], path: str) -> _Step:
         reads = [(field["name"], step.read) for field, step in fields]
@@ -216,7 +230,7 @@ class _ReaderCompiler(SchemaCompiler[_Step]):
 
         def read_tagged(d: BinaryDecoder) -> UnionValue:
             index = d.read_index(count, path)
-            return UnionValue(index, reads[index](d))
+            return _new_tuple(UnionValue, (index, reads[index](d)))  # UnionValue(...) without its Python __new__
 
         return _Step(read_tagged, 1)
 
@@ -239,12 +253,12 @@ class _ReaderCompiler(SchemaCompiler[_Step]):
         return _Step(lambda d: resolve().read(d), 0)
 
 
-_PRIMITIVE_READS: dict[str, tuple[Callable[[BinaryDecoder, str], Any], int]] = {
-    "boolean": (BinaryDecoder.read_boolean, 1),
-    "int": (BinaryDecoder.read_int, 1),
-    "long": (BinaryDecoder.read_long, 1),
-    "float": (BinaryDecoder.read_float, 4),
-    "double": (BinaryDecoder.read_double, 8),
-    "bytes": (BinaryDecoder.read_bytes, 1),
-    "string": (BinaryDecoder.read_string, 1),
+_PRIMITIVE_READS: dict[str, tuple[str, int]] = {  # BinaryDecoder method, fewest bytes
+    "boolean": ("read_boolean", 1),
+    "int": ("read_int", 1),
+    "long": ("read_long", 1),
+    "float": ("read_float", 4),
+    "double": ("read_double", 8),
+    "bytes": ("read_bytes", 1),
+    "string": ("read_string", 1),
 }

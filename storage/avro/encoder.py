@@ -65,7 +65,9 @@ class BinaryEncoder:
         self.buf += raw
 
     def write_string(self, value: str) -> None:
-        self.write_bytes(value.encode("utf-8"))
+        raw = value.encode("utf-8")
+        self.write_long(len(raw))
+        self.buf += raw
 
 
 # ----------------------------------------------------------------------------------------------- datums
@@ -119,7 +121,7 @@ class _WriterCompiler(SchemaCompiler[_Step]):
         entries = [(field["name"], step.write, field.get("default")) for field, step in fields]
 
         def write(e: BinaryEncoder, value: Any) -> None:
-            if not isinstance(value, Mapping):
+            if type(value) is not dict and not isinstance(value, Mapping):
                 raise _mismatch(path, f"a {name} record (a mapping)", value)
             if not known.issuperset(value):
                 unknown = sorted(map(str, set(value) - known))
@@ -184,9 +186,15 @@ class _WriterCompiler(SchemaCompiler[_Step]):
     def union(self, branches: list[_Step], path: str) -> _Step:
         writes = [b.write for b in branches]
         choices = list(enumerate(b.accepts for b in branches))
-        # a value no branch takes goes to the one non-null branch, if there is one, to say what in it is wrong
-        non_null = [i for i, b in enumerate(branches) if not b.accepts(None)]
-        fallback = non_null[0] if len(non_null) == 1 else -1
+
+        def branch(value: Any) -> int:
+            for index, accepts in choices:
+                if accepts(value):
+                    return index
+            index = _only_non_null(choices) if value is not None else -1
+            if index < 0:
+                raise _mismatch(path, f"a value of one of the {len(writes)} union branches", value)
+            return index
 
         def write(e: BinaryEncoder, value: Any) -> None:
             if type(value) is UnionValue:
@@ -194,11 +202,7 @@ class _WriterCompiler(SchemaCompiler[_Step]):
                 if not 0 <= index < len(writes):
                     raise HoodieAvroEncodeError(f"{path}: union branch {index} does not exist ({len(writes)} branches)")
             else:
-                index = next((i for i, accepts in choices if accepts(value)), -1)
-                if index < 0 and value is not None:
-                    index = fallback
-                if index < 0:
-                    raise _mismatch(path, f"a value of one of the {len(writes)} union branches", value)
+                index = branch(value)
             e.write_long(index)
             writes[index](e, value)
 
@@ -221,6 +225,13 @@ class _WriterCompiler(SchemaCompiler[_Step]):
 
     def forward(self, resolve: Callable[[], _Step], path: str) -> _Step:
         return _Step(lambda e, v: resolve().write(e, v), lambda v: resolve().accepts(v))
+
+
+def _only_non_null(choices: list[tuple[int, Callable[[Any], bool]]]) -> int:
+    """The one branch that does not take null, or -1: a value no branch takes is written with it, so that its
+    error says what inside the value is wrong (Hudi's unions are [null, T] or [T, null])."""
+    non_null = [i for i, accepts in choices if not accepts(None)]
+    return non_null[0] if len(non_null) == 1 else -1
 
 
 # ----------------------------------------------------------------------------------------------- primitives

@@ -8,6 +8,7 @@ does not, so a DeleteRecord carries it as an Arrow type and re-encoding picks th
 from __future__ import annotations
 
 import decimal
+import functools
 from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Callable, Iterable
@@ -128,6 +129,7 @@ def _infer_arrow_type(value: Any) -> pa.DataType:
         raise HoodieAvroEncodeError(f"cannot tell the Avro type of ordering value {value!r}") from exc
 
 
+@functools.lru_cache(maxsize=64)
 def _branch_for(arrow_type: pa.DataType) -> _Branch:
     """The orderingVal union branch of an Arrow type (Spark's byte/short/int -> int, bigint -> long, ...)."""
     t = pa.types
