@@ -22,6 +22,7 @@ _new_tuple = tuple.__new__
 _FLOAT = struct.Struct("<f")
 _DOUBLE = struct.Struct("<d")
 _LONG_BITS = 64
+MAX_EMPTY_ITEMS = 1 << 20
 
 
 class BinaryDecoder:
@@ -122,12 +123,13 @@ class BinaryDecoder:
 
     def read_block_count(self, min_item_size: int, what: str) -> int:
         """The item count of the next array or map block (0 ends the collection). A negative count is followed
-        by the block's byte size; a count the remaining bytes cannot hold is corruption (not an allocation)."""
+        by the block's byte size. A count the remaining bytes cannot hold is corruption, not a loop to run (items
+        that take no bytes, such as nulls, are capped at `MAX_EMPTY_ITEMS`)."""
         count = self.read_long(what)
         if count < 0:
             count = -count
             self.read_long(what)
-        if count * max(min_item_size, 1) > self.remaining():
+        if (count * min_item_size > self.remaining()) if min_item_size else count > MAX_EMPTY_ITEMS:
             raise HoodieAvroDecodeError(f"{what}: {count} items announced at offset {self.pos}, "
                                         f"{self.remaining()} bytes left")
         return count

@@ -234,6 +234,13 @@ def test_collections_in_several_blocks_and_with_byte_sizes():
     assert decode_datum({"type": "map", "values": "boolean"}, enc.getvalue()) == {"k": True}
 
 
+def test_items_that_take_no_bytes():
+    for schema, value in (({"type": "array", "items": "null"}, [None] * 1000),
+                          ({"type": "array", "items": {"type": "record", "name": "E", "fields": []}}, [{}] * 3),
+                          ({"type": "map", "values": "null"}, {"a": None, "b": None})):
+        assert_round_trip(schema, value)
+
+
 def test_schema_text_and_named_references_across_namespaces():
     text = ('{"type":"record","name":"a.A","fields":[{"name":"b","type":{"type":"record","name":"B","fields":'
             '[{"name":"x","type":"int"}]}},{"name":"again","type":"a.B"},{"name":"short","type":"B"}]}')
@@ -283,6 +290,7 @@ def test_truncation_in_a_field_names_the_field():
     (KIND, b"\x06", r"Kind: index 3 out of range"),
     ({"type": "array", "items": "long"}, b"\xfe\xff\xff\xff\x0f", "items announced"),
     ({"type": "map", "values": "null"}, b"\x06\x00", "items announced"),
+    ({"type": "array", "items": "null"}, encode_datum("long", 2**40), "items announced"),
     ({"type": "long", "logicalType": "timestamp-micros"}, encode_datum("long", 2**62), "out of range"),
     ({"type": "long", "logicalType": "time-micros"}, encode_datum("long", -1), "out of range"),
     ("int", b"\x02\x00", "stray bytes"),
