@@ -1,35 +1,22 @@
 """AVRO_DATA_BLOCK content (spec §6.1): int32 version 3, int32 record count, then per record an int32 length and
 the record's Avro datum under the block's SCHEMA header (the five meta columns first).
 
-Records are written by fastavro's compiled writer (a merge-on-read write encodes every upserted row here; it
-measured twice as fast as our pure-Python `DatumWriter`). They are read column by column by the columnar decoder
-when every field is a primitive (what Hudi writes for flat tables), else by fastavro's compiled reader, which also
-resolves a reader schema. Both start from the record bounds found by one walk over the length prefixes.
-Every malformed content raises `HoodieCorruptedLogError`.
+This module frames the datums — the record-bounds walk over the length prefixes, splitting at a size limit;
+`storage.avro.datum_batch` encodes and decodes them. Every malformed content raises `HoodieCorruptedLogError`.
 """
 from __future__ import annotations
 
-import functools
-import io
-import json
-import logging
 import struct
 from typing import Any, Iterable, Mapping
 
-import fastavro
 import numpy as np
 import pyarrow as pa
 
-from storage.avro.columnar import decode_flat, flat_fields
-from storage.avro.container import container_bytes
-from storage.avro.schema_converter import avro_to_arrow_schema
+from storage.avro.datum_batch import decode_datums, decode_datums_to_table, encode_datums
 from storage.exception import HoodieAvroDecodeError, HoodieCorruptedLogError
 from storage.file_group.block_content import PREFIX_SIZE, content_prefix, read_content_prefix
 
-logger = logging.getLogger(__name__)
-
 _INT32 = struct.Struct(">i")
-_CONTAINER_SYNC = b"hudi-log-block!!"  # any 16 bytes: the container only lives in memory
 
 
 # ----------------------------------------------------------------------------------------------- encoding
@@ -37,27 +24,9 @@ _CONTAINER_SYNC = b"hudi-log-block!!"  # any 16 bytes: the container only lives 
 
 def encode_avro_records(records: Iterable[Mapping[str, Any]], schema_json: str) -> bytes:
     """AVRO_DATA_BLOCK content for `records` (dicts keyed by field name) under Avro schema `schema_json`."""
-    parsed = _fastavro_schema(schema_json)
-    out = io.BytesIO()
-    out.write(bytes(PREFIX_SIZE))  # version and count, patched once the count is known
-    count = 0
-    for record in records:
-        start = out.tell()
-        out.write(bytes(4))
-        fastavro.schemaless_writer(out, parsed, record)
-        end = out.tell()
-        out.seek(start)
-        out.write(_INT32.pack(end - start - 4))
-        out.seek(end)
-        count += 1
-    out.seek(0)
-    out.write(content_prefix(count))
-    return out.getvalue()
-
-
-@functools.lru_cache(maxsize=64)
-def _fastavro_schema(schema_json: str) -> Any:
-    return fastavro.parse_schema(json.loads(schema_json))
+    datums = encode_datums(records, schema_json)
+    pack = _INT32.pack
+    return content_prefix(len(datums)) + b"".join(pack(len(datum)) + datum for datum in datums)
 
 
 # ----------------------------------------------------------------------------------------------- record bounds
@@ -126,49 +95,17 @@ def _avro_piece(content: bytes, spans: list[tuple[int, int]]) -> bytes:
 
 def decode_avro_records(content: bytes, writer_schema_json: str, reader_schema_json: str | None = None) -> pa.Table:
     """AVRO_DATA_BLOCK content as an Arrow table with the (reader or writer) schema's columns."""
-    arrow_schema = _arrow_schema(reader_schema_json or writer_schema_json)
-    fields = _flat_fields(writer_schema_json) if reader_schema_json is None and arrow_schema is not None else None
-    if fields is not None:  # flat records: decoded column by column, no dict per record
-        starts, ends = avro_record_bounds(content)
-        try:
-            table = decode_flat(content, starts, ends, fields)
-            return table.cast(arrow_schema)
-        except (HoodieAvroDecodeError, pa.ArrowInvalid) as exc:
-            raise HoodieCorruptedLogError(f"undecodable avro records: {exc}") from exc
-    records = decode_avro_dicts(content, writer_schema_json, reader_schema_json)
+    starts, ends = avro_record_bounds(content)
     try:
-        # from_pylist converts the dicts in C++ (building each column from a Python list measured ~1.7x slower)
-        return pa.Table.from_pylist(records, schema=arrow_schema)
-    except Exception as exc:  # arrow raises several types for values that do not fit the column types
-        raise HoodieCorruptedLogError(f"avro records do not fit their schema: {exc}") from exc
+        return decode_datums_to_table(content, starts, ends, writer_schema_json, reader_schema_json)
+    except HoodieAvroDecodeError as exc:
+        raise HoodieCorruptedLogError(str(exc)) from exc
 
 
 def decode_avro_dicts(content: bytes, writer_schema_json: str, reader_schema_json: str | None = None) -> list[dict]:
-    """The records as dicts. fastavro's compiled reader iterates the datums wrapped in an in-memory container
-    file (one data block), instead of one Python-level schemaless_reader call per record."""
-    spans = avro_record_spans(content)
-    view = memoryview(content)
-    datums = b"".join(view[start:end] for start, end in spans)
-    container = container_bytes(writer_schema_json, datums, len(spans), _CONTAINER_SYNC)
+    """AVRO_DATA_BLOCK content as one dict per record."""
+    starts, ends = avro_record_bounds(content)
     try:
-        reader_schema = json.loads(reader_schema_json) if reader_schema_json else None
-        records = list(fastavro.reader(io.BytesIO(container), reader_schema=reader_schema))
-    except Exception as exc:  # fastavro raises many unrelated types on garbage input or a bad schema text
-        raise HoodieCorruptedLogError(f"undecodable avro records: {type(exc).__name__}: {exc}") from exc
-    if len(records) != len(spans) or not all(isinstance(r, dict) for r in records):
-        raise HoodieCorruptedLogError(f"decoded {len(records)} records, the block announces {len(spans)}")
-    return records
-
-
-@functools.lru_cache(maxsize=64)
-def _flat_fields(schema_json: str):
-    return flat_fields(schema_json)
-
-
-def _arrow_schema(schema_json: str) -> pa.Schema | None:
-    """Arrow schema of a record schema, or None when it has no Arrow equivalent (types are then inferred)."""
-    try:
-        return avro_to_arrow_schema(schema_json)
-    except Exception as exc:  # noqa: BLE001 - any schema text the converter cannot handle means "infer"
-        logger.debug("avro schema has no arrow equivalent (%s); inferring column types", exc)
-        return None
+        return decode_datums(content, starts, ends, writer_schema_json, reader_schema_json)
+    except HoodieAvroDecodeError as exc:
+        raise HoodieCorruptedLogError(str(exc)) from exc

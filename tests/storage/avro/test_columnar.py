@@ -10,12 +10,8 @@ import pytest
 
 from storage.avro.columnar import flat_fields
 from storage.exception import HoodieCorruptedLogError
-from storage.file_group.avro_block_content import (
-    _arrow_schema,
-    decode_avro_dicts,
-    decode_avro_records,
-    encode_avro_records,
-)
+from storage.avro.datum_batch import _arrow_schema
+from storage.file_group.avro_block_content import decode_avro_dicts, decode_avro_records, encode_avro_records
 
 FIELDS = [("b", "boolean"), ("i", "int"), ("l", "long"), ("f", "float"), ("d", "double"), ("s", "string"),
           ("y", "bytes")]
