@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 import struct
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Collection, NamedTuple
 
 from storage.avro.logical_types import logical_type
 from storage.avro.schema_compiler import SchemaCompiler, UnionValue, parse_schema, schema_label
@@ -152,10 +152,11 @@ class _Step(NamedTuple):
 class DatumReader:
     """Reads datums of one Avro schema (a dict, list, type name or JSON text), compiled once.
 
-    With `tag_unions`, every union value comes back as `UnionValue(branch index, value)`: for callers that must
-    know the branch, not only the value (a Python int could be an Avro int or long)."""
+    With `tag_unions`, union values come back as `UnionValue(branch index, value)` — those of every union (True)
+    or of the fields named (`Record.field`): for callers that must know the branch, not only the value (a Python
+    int could be an Avro int or long)."""
 
-    def __init__(self, schema: Any, *, tag_unions: bool = False) -> None:
+    def __init__(self, schema: Any, *, tag_unions: bool | Collection[str] = False) -> None:
         self.schema = parse_schema(schema)
         self._read = _ReaderCompiler(tag_unions).compile(self.schema).read
 
@@ -172,7 +173,7 @@ def decode_datum(schema: Any, data: bytes) -> Any:
 
 
 class _ReaderCompiler(SchemaCompiler[_Step]):
-    def __init__(self, tag_unions: bool) -> None:
+    def __init__(self, tag_unions: bool | Collection[str]) -> None:
         super().__init__()
         self._tag_unions = tag_unions
 
@@ -227,7 +228,8 @@ class _ReaderCompiler(SchemaCompiler[_Step]):
 
     def union(self, branches: list[_Step], path: str) -> _Step:
         reads, count = [b.read for b in branches], len(branches)
-        if not self._tag_unions:
+        tagged = self._tag_unions if isinstance(self._tag_unions, bool) else path in self._tag_unions
+        if not tagged:
             return _Step(lambda d: reads[d.read_index(count, path)](d), 1)
 
         def read_tagged(d: BinaryDecoder) -> UnionValue:

@@ -1,7 +1,7 @@
 """Hudi's DeleteRecord and DELETE_BLOCK content (spec §6.2): int32 version 3, int32 datum length, then one Avro
 datum of HoodieDeleteRecordList — an array of HoodieDeleteRecord {recordKey, partitionPath, orderingVal}.
 
-The datum goes through the Avro codec with the union branches tagged: orderingVal's branch says the type of the
+The datum goes through the Avro codec with orderingVal's union branch tagged: the branch says the type of the
 ordering value (int or long, float or double, timestamp in millis or micros, ...), which a Python value alone
 does not, so a DeleteRecord carries it as an Arrow type and re-encoding picks the same branch.
 """
@@ -41,7 +41,7 @@ DELETE_RECORD_LIST_SCHEMA: dict[str, Any] = {
             {"name": "orderingVal", "type": list(ORDERING_VALUE_BRANCHES), "default": None},
         ]}}}],
 }
-_READER = DatumReader(DELETE_RECORD_LIST_SCHEMA, tag_unions=True)
+_READER = DatumReader(DELETE_RECORD_LIST_SCHEMA, tag_unions={"HoodieDeleteRecord.orderingVal"})
 _WRITER = DatumWriter(DELETE_RECORD_LIST_SCHEMA)
 
 
@@ -187,6 +187,6 @@ def decode_delete_records(content: bytes) -> list[DeleteRecord]:
     return [_delete_record(item) for item in datum["deleteRecordList"]]
 
 
-def _delete_record(item: dict[str, UnionValue]) -> DeleteRecord:
+def _delete_record(item: dict[str, Any]) -> DeleteRecord:
     branch, value = item["orderingVal"]
-    return DeleteRecord(item["recordKey"].value, item["partitionPath"].value, value, _BRANCH_ARROW_TYPE[branch])
+    return DeleteRecord(item["recordKey"], item["partitionPath"], value, _BRANCH_ARROW_TYPE[branch])

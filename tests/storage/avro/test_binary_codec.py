@@ -195,6 +195,8 @@ def test_tagged_unions_say_and_choose_the_branch():
     assert as_long == b"\x04\x0e" and encode_datum(schema, {"v": 7}) == b"\x02\x0e"
     assert DatumReader(schema, tag_unions=True).read(BinaryDecoder(as_long)) == {"v": UnionValue(2, 7)}
     assert decode_datum(schema, as_long) == {"v": 7}
+    assert DatumReader(schema, tag_unions={"R.v"}).read(BinaryDecoder(as_long)) == {"v": UnionValue(2, 7)}
+    assert DatumReader(schema, tag_unions={"R.w"}).read(BinaryDecoder(as_long)) == {"v": 7}
     with pytest.raises(HoodieAvroEncodeError, match="union branch 3 does not exist"):
         encode_datum(schema, {"v": UnionValue(3, 7)})
 
