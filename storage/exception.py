@@ -31,6 +31,10 @@ class HoodieAvroDecodeError(HoodieError, ValueError):
     """Avro bytes do not decode with the schema (corrupt data or a wrong schema)."""
 
 
+class HoodieAvroEncodeError(HoodieError, ValueError):
+    """A value does not fit the Avro schema it is written with."""
+
+
 class HoodieKeyError(HoodieError, ValueError):
     """A record key or partition path cannot be produced (missing field, null or empty key)."""
 
@@ -45,6 +49,10 @@ class HoodieSchemaCompatibilityError(HoodieSchemaError):
 
 class HoodieSchemaConformError(HoodieSchemaError):
     """Stored records cannot be read into the table's current schema."""
+
+
+class HoodieAvroSchemaError(HoodieSchemaError):
+    """An Avro schema is malformed (an unknown type or name, a missing or wrong attribute)."""
 
 
 class HoodieMergeError(HoodieError, ValueError):

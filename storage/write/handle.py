@@ -204,12 +204,8 @@ def write_bucket_udf(ctx: WriteTaskContext):
 def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget, started: float) -> HoodieWriteStat:
     """Merge-on-read append handle: the bucket's upserts as Avro data blocks and its deletes as a delete block,
     in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
-    from storage.file_group.log_block import (
-        AvroDataBlock,
-        DeleteBlock,
-        DeleteRecord,
-        ParquetDataBlock,
-    )
+    from storage.file_group.delete_record import DeleteRecord
+    from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetDataBlock
     from storage.file_group.log_format import HoodieLogFormatWriter
     from storage.fs_utils import make_log_file_name
 

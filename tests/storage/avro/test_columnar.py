@@ -9,13 +9,9 @@ import pyarrow as pa
 import pytest
 
 from storage.avro.columnar import flat_fields
-from storage.file_group.log_block import (
-    HoodieCorruptedLogError,
-    _arrow_schema,
-    _decode_avro_dicts,
-    decode_avro_records,
-    encode_avro_records,
-)
+from storage.exception import HoodieCorruptedLogError
+from storage.avro.datum_batch import _arrow_schema
+from storage.file_group.avro_block_content import decode_avro_dicts, decode_avro_records, encode_avro_records
 
 FIELDS = [("b", "boolean"), ("i", "int"), ("l", "long"), ("f", "float"), ("d", "double"), ("s", "string"),
           ("y", "bytes")]
@@ -61,7 +57,7 @@ def test_same_table_as_the_general_decoder(nullable_first, count):
     content = encode_avro_records(records, schema)
     assert flat_fields(schema) is not None
     got = decode_avro_records(content, schema)
-    want = pa.Table.from_pylist(_decode_avro_dicts(content, schema, None), schema=_arrow_schema(schema))
+    want = pa.Table.from_pylist(decode_avro_dicts(content, schema, None), schema=_arrow_schema(schema))
     assert got.equals(want)
     assert got.to_pylist() == records
 

@@ -18,15 +18,14 @@ import pyarrow as pa
 import pytest
 
 from hudi_oracle import hudi_rs_read
+from storage.file_group.delete_record import DELETE_RECORD_LIST_SCHEMA, DeleteRecord, decode_delete_records
 from storage.file_group.log_block import (
-    DELETE_RECORD_LIST_SCHEMA,
     AvroDataBlock,
     BoundedReader,
     CommandBlock,
     CommandBlockType,
     CorruptBlock,
     DeleteBlock,
-    DeleteRecord,
     HeaderMetadataType,
     HoodieCorruptedLogError,
     HoodieLogBlock,
@@ -331,6 +330,17 @@ def test_delete_block_rejects_unencodable_values():
     for value, arrow_type in ((True, None), (2**31, pa.int32()), (object(), None), ([1], pa.list_(pa.int32()))):
         with pytest.raises(ValueError):
             DeleteBlock.from_records([("k", "p", value, arrow_type)], "1")
+
+
+def test_damaged_delete_list_names_the_field():
+    content = DeleteBlock.from_records([("k", "p", 1.5, None)], "1").read_content()
+    datum = content[8:-3]  # the list's end and two bytes of the double
+    with pytest.raises(HoodieCorruptedLogError, match=r"HoodieDeleteRecord\.orderingVal: truncated Avro data"):
+        decode_delete_records(struct.pack(">ii", 3, len(datum)) + datum)
+    branch = content.index(b"\x08", 13)  # orderingVal's branch index: 4 (double), zig-zag 8
+    bad = content[:branch] + b"\x1a" + content[branch + 1 :]
+    with pytest.raises(HoodieCorruptedLogError, match=r"HoodieDeleteRecord\.orderingVal: index 13 out of range"):
+        decode_delete_records(bad)
 
 
 def test_empty_delete_block():
