@@ -19,6 +19,7 @@ from typing import Callable
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from sqlext.server import hive_compat
 from sqlext.server.errors import HoodieServerError, HoodieUnsupportedRequestError
 from sqlext.server.result_set import LocalResultSet, ResultSet, SparkResultSet
 from sqlext.server.third_party.tcliservice.ttypes import (
@@ -216,7 +217,7 @@ class StatementOperation(Operation):
 
     def run(self) -> None:
         self.log(f"executing: {self.statement[:1000]}")
-        df = self.session.spark.sql(self.statement)
+        df = hive_compat.run(self.session.spark.sql, self.statement)
         if not df.columns:  # DDL and commands without output
             self.has_result_set = False
             self.result = LocalResultSet(df.schema, pa.table({}))
