@@ -102,6 +102,7 @@ class Operation:
         self.log_lines: list[str] = []
         self._log_read = 0
         self._lock = threading.RLock()
+        self._running = threading.Event()   # set while `run` executes
 
     @property
     def query_id(self) -> str:
@@ -122,6 +123,7 @@ class Operation:
     def _run_guarded(self) -> None:
         if not self._set_state(OperationState.RUNNING):
             return  # cancelled or closed while pending
+        self._running.set()
         try:
             with job_group(self.session.spark, self.query_id, self.description):
                 self.run()
@@ -131,6 +133,8 @@ class Operation:
                 self.log(f"failed: {exc}")
                 log.info("operation %s failed: %s", self.query_id, exc)
             return
+        finally:
+            self._running.clear()
         self._set_state(OperationState.FINISHED)
 
     def _set_state(self, new: OperationState) -> bool:
@@ -183,7 +187,16 @@ class Operation:
         if running:
             self.log(f"{state.name.lower()}")
             self.session.spark.sparkContext.cancelJobGroup(self.query_id)
+            if self._running.is_set():  # a statement (a MERGE, say) may start further jobs: cancel them too
+                threading.Thread(target=self._cancel_until_stopped, name=f"cancel-{self.query_id}",
+                                 daemon=True).start()
             self._close_result()
+
+    def _cancel_until_stopped(self, period_s: float = 0.5, limit_s: float = 120.0) -> None:
+        deadline = time.monotonic() + limit_s
+        while self._running.is_set() and time.monotonic() < deadline:
+            self.session.spark.sparkContext.cancelJobGroup(self.query_id)
+            time.sleep(period_s)
 
     def close(self) -> None:
         self.cancel()

@@ -92,7 +92,8 @@ class HiveService:
         return self._keywords
 
     def stats(self) -> dict[str, int]:
-        return {**self.sessions.stats(), "connections": self.binary.connections}
+        jobs = len(self.spark.sparkContext.statusTracker().getActiveJobsIds())
+        return {**self.sessions.stats(), "connections": self.binary.connections, "active_spark_jobs": jobs}
 
     @property
     def ports(self) -> tuple[int, int | None]:
