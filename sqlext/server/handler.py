@@ -12,6 +12,8 @@ from sqlext.server.errors import (
     HoodieInvalidHandleError,
     HoodieServerError,
     HoodieUnsupportedRequestError,
+    message,
+    sqlstate,
 )
 from sqlext.server.operation import Handle, MetadataOperation, OperationState, StatementOperation
 from sqlext.server.rowset import string_rowset, to_trowset
@@ -78,42 +80,6 @@ class Connection:
 def error_status(exc: BaseException) -> TStatus:
     code = TStatusCode.INVALID_HANDLE_STATUS if isinstance(exc, HoodieInvalidHandleError) else TStatusCode.ERROR_STATUS
     return TStatus(statusCode=code, sqlState=sqlstate(exc), errorCode=0, errorMessage=message(exc))
-
-
-def sqlstate(exc: BaseException) -> str:
-    from sqlext.sql.errors import HoodieSqlError
-
-    if isinstance(exc, HoodieServerError):
-        return exc.sqlstate
-    spark_state = _spark_sqlstate(exc)
-    if spark_state:
-        return spark_state
-    return "42000" if isinstance(exc, HoodieSqlError) else "HY000"
-
-
-def _spark_sqlstate(exc: BaseException | None) -> str | None:
-    """The SQLSTATE of a Spark error in `exc`'s cause chain (Spark's error classes carry one)."""
-    seen = 0
-    while exc is not None and seen < 10:
-        getter = getattr(exc, "getSqlState", None)
-        if callable(getter):
-            try:
-                state = getter()
-            except Exception:
-                state = None
-            if state:
-                return state
-        exc, seen = exc.__cause__ or exc.__context__, seen + 1
-    return None
-
-
-def message(exc: BaseException) -> str:
-    from sqlext.sql.assign import spark_message
-    from storage.exception import HoodieError
-
-    if isinstance(exc, HoodieError):
-        return str(exc)
-    return spark_message(exc) if isinstance(exc, Exception) else type(exc).__name__
 
 
 def _guard(response_cls, **defaults) -> Callable:

@@ -68,18 +68,17 @@ def test_sqlalchemy_hive_dialect_pandas_and_reflection(hive_server, oracle):
     assert reflection["has_table"] and not reflection["has_missing"]
 
 
-def _csv_sections(output: str, headers: dict[str, str]) -> dict[str, dict]:
-    """beeline --outputformat=csv2 output cut at the known header lines."""
-    sections, current = {}, None
+def _csv_sections(output: str) -> list[tuple[str, list[list[str]]]]:
+    """beeline --outputformat=csv2 output cut into result sets at their header lines."""
+    starts = {"num_affected_rows,": "dml", "commit_time,": "commits", "id,name,price": "select"}
+    sections: list[tuple[str, list[str]]] = []
     for line in output.splitlines():
-        name = headers.get(line.strip())
-        if name is not None:
-            current = sections.setdefault(name, []) if name not in sections else sections.setdefault(
-                f"{name}#{len(sections)}", [])
-            current.append(line)
-        elif current is not None and line.strip():
-            current.append(line)
-    return {k: list(csv.reader(io.StringIO("\n".join(v)))) for k, v in sections.items()}
+        kind = next((k for prefix, k in starts.items() if line.startswith(prefix)), None)
+        if kind is not None:
+            sections.append((kind, [line]))
+        elif sections and line.strip():
+            sections[-1][1].append(line)
+    return [(kind, list(csv.reader(io.StringIO("\n".join(lines))))) for kind, lines in sections]
 
 
 def test_beeline_from_pysparks_jars(hive_server, oracle):
@@ -87,22 +86,15 @@ def test_beeline_from_pysparks_jars(hive_server, oracle):
     script = ";\n".join(sql for _, sql in statements(table)) + ";"
     done = run_beeline(f"jdbc:hive2://127.0.0.1:{hive_server.port}/default", script)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    dml = "num_affected_rows,num_inserted_rows,num_updated_rows,num_deleted_rows"
-    parsed = _csv_sections(done.stdout, {dml: "dml", "id,name,price": "select"})
-    commits = [rows for key, rows in _csv_sections(done.stdout, {}).items()]
-    assert not commits
-    dml_sections = [v for k, v in parsed.items() if k.startswith("dml")]
-    select_sections = [v for k, v in parsed.items() if k.startswith("select")]
-    assert len(dml_sections) == 4 and len(select_sections) == 2, done.stdout[-3000:]
+    sections = _csv_sections(done.stdout)
+    assert [kind for kind, _ in sections] == ["dml"] * 4 + ["commits", "select", "select"], done.stdout[-3000:]
 
     def typed(rows):
         return [[int(r[0]), None if r[1] == "NULL" else r[1], None if r[2] == "NULL" else float(r[2])] for r in rows]
 
-    for name, section in zip(("insert", "merge", "update", "delete"), dml_sections):
-        assert summarize(name, section[0], [[int(v) for v in r] for r in section[1:]]) == oracle[name], name
-    assert typed(select_sections[0][1:]) == oracle["time_travel"]["rows"]
-    assert typed(select_sections[1][1:]) == oracle["final"]["rows"]
-    commit_header = next(line for line in done.stdout.splitlines() if line.startswith("commit_time,"))
-    actions = [r for r in csv.reader(io.StringIO(done.stdout)) if len(r) > 3 and r[2] in ("commit", "deltacommit")]
-    assert commit_header.split(",") == oracle["commits"]["columns"]
-    assert sorted(r[2] for r in actions) == oracle["commits"]["actions"]
+    for name, (_, rows) in zip(("insert", "merge", "update", "delete"), sections):
+        assert summarize(name, rows[0], [[int(v) for v in r] for r in rows[1:]]) == oracle[name], name
+    commits = sections[4][1]
+    assert summarize("commits", commits[0], commits[1:]) == oracle["commits"]
+    assert typed(sections[5][1][1:]) == oracle["time_travel"]["rows"]
+    assert typed(sections[6][1][1:]) == oracle["final"]["rows"]
