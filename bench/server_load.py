@@ -154,12 +154,13 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.server_load")
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--queries", type=int, default=100)
-    parser.add_argument("--merge-every", type=int, default=10, help="every k-th query of a client is a MERGE")
+    parser.add_argument("--merge-every", type=int, default=20, help="every k-th query of a client is a MERGE")
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="server-load-"))
     proc, port = start_server(work / "warehouse", work / "server.log")
+    print(f"server on 127.0.0.1:{port} (log {work / 'server.log'})", file=sys.stderr, flush=True)
     monitor = RssMonitor(proc.pid)
     report = {"clients": args.clients, "queries_per_client": args.queries, "merge_every": args.merge_every,
               "rss_idle_mb": monitor.sample()}
