@@ -97,6 +97,27 @@ def _guard(response_cls, **defaults) -> Callable:
     return wrap
 
 
+def _catalog_rpc(response_cls, op_type: int, build: Callable, *fields: str) -> Callable:
+    """A catalog RPC: `build(spark, *the request's fields)` as a metadata operation of the request's session."""
+    name = response_cls.__name__[1:-len("Resp")]
+
+    def rpc(self, req):
+        args = [getattr(req, f) for f in fields]
+        description = " ".join([name, *(str(a) for a in args)])
+        return self._metadata(req, response_cls, op_type, description, lambda spark: build(spark, *args))
+
+    rpc.__name__ = name
+    return rpc
+
+
+def _unsupported_rpc(response_cls, what: str) -> Callable:
+    def rpc(self, req):
+        return response_cls(status=error_status(HoodieUnsupportedRequestError(f"{what} is not supported")))
+
+    rpc.__name__ = response_cls.__name__[1:-len("Resp")]
+    return rpc
+
+
 class TCLIServiceHandler(TCLIService.Iface):
     def __init__(self, service, connection: Connection):
         self.service = service            # server.HiveService
@@ -242,60 +263,23 @@ class TCLIServiceHandler(TCLIService.Iface):
         except Exception as exc:  # noqa: BLE001
             return response_cls(status=error_status(exc))
 
-    def GetCatalogs(self, req):
-        return self._metadata(req, TGetCatalogsResp, TOperationType.GET_CATALOGS, "GetCatalogs", metadata.get_catalogs)
-
-    def GetSchemas(self, req):
-        return self._metadata(req, TGetSchemasResp, TOperationType.GET_SCHEMAS, f"GetSchemas {req.schemaName}",
-                              lambda spark: metadata.get_schemas(spark, req.schemaName))
-
-    def GetTables(self, req):
-        return self._metadata(req, TGetTablesResp, TOperationType.GET_TABLES,
-                              f"GetTables {req.schemaName}.{req.tableName}",
-                              lambda spark: metadata.get_tables(spark, req.schemaName, req.tableName, req.tableTypes))
-
-    def GetTableTypes(self, req):
-        return self._metadata(req, TGetTableTypesResp, TOperationType.GET_TABLE_TYPES, "GetTableTypes",
-                              metadata.get_table_types)
-
-    def GetColumns(self, req):
-        return self._metadata(req, TGetColumnsResp, TOperationType.GET_COLUMNS,
-                              f"GetColumns {req.schemaName}.{req.tableName}.{req.columnName}",
-                              lambda spark: metadata.get_columns(spark, req.schemaName, req.tableName, req.columnName))
-
-    def GetTypeInfo(self, req):
-        return self._metadata(req, TGetTypeInfoResp, TOperationType.GET_TYPE_INFO, "GetTypeInfo",
-                              metadata.get_type_info)
-
-    def GetFunctions(self, req):
-        return self._metadata(req, TGetFunctionsResp, TOperationType.GET_FUNCTIONS,
-                              f"GetFunctions {req.schemaName}.{req.functionName}",
-                              lambda spark: metadata.get_functions(spark, req.schemaName, req.functionName))
-
-    def GetPrimaryKeys(self, req):
-        return self._metadata(req, TGetPrimaryKeysResp, TOperationType.UNKNOWN,
-                              f"GetPrimaryKeys {req.schemaName}.{req.tableName}",
-                              lambda spark: metadata.get_primary_keys(spark, req.schemaName, req.tableName))
-
-    def GetCrossReference(self, req):
-        return self._metadata(req, TGetCrossReferenceResp, TOperationType.UNKNOWN, "GetCrossReference",
-                              metadata.get_cross_reference)
+    GetCatalogs = _catalog_rpc(TGetCatalogsResp, TOperationType.GET_CATALOGS, metadata.get_catalogs)
+    GetSchemas = _catalog_rpc(TGetSchemasResp, TOperationType.GET_SCHEMAS, metadata.get_schemas, "schemaName")
+    GetTables = _catalog_rpc(TGetTablesResp, TOperationType.GET_TABLES, metadata.get_tables, "schemaName", "tableName",
+                             "tableTypes")
+    GetTableTypes = _catalog_rpc(TGetTableTypesResp, TOperationType.GET_TABLE_TYPES, metadata.get_table_types)
+    GetColumns = _catalog_rpc(TGetColumnsResp, TOperationType.GET_COLUMNS, metadata.get_columns, "schemaName",
+                              "tableName", "columnName")
+    GetTypeInfo = _catalog_rpc(TGetTypeInfoResp, TOperationType.GET_TYPE_INFO, metadata.get_type_info)
+    GetFunctions = _catalog_rpc(TGetFunctionsResp, TOperationType.GET_FUNCTIONS, metadata.get_functions,
+                                "schemaName", "functionName")
+    GetPrimaryKeys = _catalog_rpc(TGetPrimaryKeysResp, TOperationType.UNKNOWN, metadata.get_primary_keys,
+                                  "schemaName", "tableName")
+    GetCrossReference = _catalog_rpc(TGetCrossReferenceResp, TOperationType.UNKNOWN, metadata.get_cross_reference)
 
     # -- not supported -------------------------------------------------------------------------------
-    def _unsupported(self, response_cls, what: str, **defaults):
-        return response_cls(status=error_status(HoodieUnsupportedRequestError(f"{what} is not supported")), **defaults)
-
-    def GetDelegationToken(self, req):
-        return self._unsupported(TGetDelegationTokenResp, "GetDelegationToken (no Kerberos)")
-
-    def CancelDelegationToken(self, req):
-        return self._unsupported(TCancelDelegationTokenResp, "CancelDelegationToken (no Kerberos)")
-
-    def RenewDelegationToken(self, req):
-        return self._unsupported(TRenewDelegationTokenResp, "RenewDelegationToken (no Kerberos)")
-
-    def UploadData(self, req):
-        return self._unsupported(TUploadDataResp, "UploadData")
-
-    def DownloadData(self, req):
-        return self._unsupported(TDownloadDataResp, "DownloadData")
+    GetDelegationToken = _unsupported_rpc(TGetDelegationTokenResp, "GetDelegationToken (no Kerberos)")
+    CancelDelegationToken = _unsupported_rpc(TCancelDelegationTokenResp, "CancelDelegationToken (no Kerberos)")
+    RenewDelegationToken = _unsupported_rpc(TRenewDelegationTokenResp, "RenewDelegationToken (no Kerberos)")
+    UploadData = _unsupported_rpc(TUploadDataResp, "UploadData")
+    DownloadData = _unsupported_rpc(TDownloadDataResp, "DownloadData")
