@@ -185,7 +185,7 @@ def main(argv=None) -> int:
             "peak_rss_mb": dict(monitor.peak), "rss_after_mb": monitor.sample()}
         cur = connect(port)
         t0 = time.perf_counter()
-        cur.execute(f"CREATE TABLE big (id BIGINT, s STRING, v DOUBLE) USING hudi TBLPROPERTIES (primaryKey = 'id')")
+        cur.execute("CREATE TABLE big (id BIGINT, s STRING, v DOUBLE) USING hudi TBLPROPERTIES (primaryKey = 'id')")
         cur.execute("SET hoodie.datasource.write.operation=bulk_insert")
         cur.execute(f"INSERT INTO big SELECT id, CAST(id AS STRING), id * 0.5D FROM range(0, {args.rows}, 1, 8)")
         report["big_table_seconds"] = round(time.perf_counter() - t0, 1)

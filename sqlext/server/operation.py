@@ -12,7 +12,7 @@ import threading
 import time
 import uuid
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from typing import Callable
 

@@ -68,7 +68,7 @@ def protocol_factory(max_message_size: int):
     """The binary protocol (C-accelerated when the thrift runtime has it), refusing strings and containers
     larger than one message may be."""
     try:
-        from thrift.protocol import fastbinary  # noqa: F401
+        from thrift.protocol import fastbinary  # noqa: F401 - only whether the C extension exists
     except ImportError:
         return TBinaryProtocolFactory(string_length_limit=max_message_size, container_length_limit=max_message_size)
     return TBinaryProtocolAcceleratedFactory(string_length_limit=max_message_size,

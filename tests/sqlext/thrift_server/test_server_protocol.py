@@ -4,14 +4,11 @@ cancel that really stops the Spark job, FETCH_FIRST, hasMoreRows over bounded ba
 the protocol version."""
 from __future__ import annotations
 
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clients import Raw  # noqa: E402
+from thrift_server.clients import Raw
 
 
 @pytest.fixture

@@ -5,15 +5,12 @@ from __future__ import annotations
 
 import csv
 import io
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clients import run_scenario, statements, summarize  # noqa: E402
-from conftest import PASSWORD, USER, run_beeline, run_client  # noqa: E402
+from thrift_server.clients import run_scenario, statements, summarize
+from thrift_server.support import PASSWORD, USER, run_beeline, run_client
 
 
 def _name(prefix: str) -> str:

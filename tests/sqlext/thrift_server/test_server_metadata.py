@@ -4,14 +4,11 @@ the same rows for a COW Hudi table, a MOR Hudi table and its `_ro` / `_rt` table
 values for a query over every Spark type. GetPrimaryKeys answers Hudi's record key fields (Spark: none)."""
 from __future__ import annotations
 
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from conftest import run_client  # noqa: E402
+from thrift_server.support import run_client
 
 ALL_TYPES = ("SELECT true AS b, CAST(1 AS TINYINT) AS ti, CAST(2 AS SMALLINT) AS si, 3 AS i, 4L AS l, "
              "CAST(1.5 AS FLOAT) AS f, 2.5D AS d, CAST(3.25 AS DECIMAL(10,2)) AS de, "

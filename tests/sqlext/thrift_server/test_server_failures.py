@@ -11,13 +11,11 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from clients import Raw  # noqa: E402
-from conftest import CLIENTS, MAX_MESSAGE_SIZE, PASSWORD, USER, _env  # noqa: E402
+from thrift_server.clients import Raw
+from thrift_server.support import CLIENTS, MAX_MESSAGE_SIZE, PASSWORD, USER, client_env
 
 
 @pytest.fixture
@@ -121,7 +119,7 @@ def _wait_for(predicate, timeout: float = 60):
 def test_client_vanishing_mid_fetch(hive_server, bystander):
     before = hive_server.health()
     script = VANISHING_CLIENT.format(clients_dir=str(CLIENTS.parent), port=hive_server.port)
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=_env())
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300, env=client_env())
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["1000", "True"]
     after = _wait_for(lambda: (h := hive_server.health())["sessions"] <= before["sessions"]
@@ -136,11 +134,11 @@ def test_wrong_password_is_rejected_and_others_go_on(auth_server):
               "c = hive.connect(host='127.0.0.1', port={port}, auth='CUSTOM', username='{user}', password='{pw}')\n"
               "cur = c.cursor(); cur.execute('SELECT 1'); print(cur.fetchall())\n")
     wrong = subprocess.run([sys.executable, "-c", script.format(port=auth_server.port, user=USER, pw="wrong")],
-                           capture_output=True, text=True, timeout=120, env=_env())
+                           capture_output=True, text=True, timeout=120, env=client_env())
     assert wrong.returncode != 0
     assert "authentication failed" in wrong.stderr.lower() or "bad" in wrong.stderr.lower(), wrong.stderr[-2000:]
     right = subprocess.run([sys.executable, "-c", script.format(port=auth_server.port, user=USER, pw=PASSWORD)],
-                           capture_output=True, text=True, timeout=120, env=_env())
+                           capture_output=True, text=True, timeout=120, env=client_env())
     assert right.returncode == 0, right.stderr[-2000:]
     assert right.stdout.strip() == "[(1,)]"
 
