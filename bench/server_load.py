@@ -1,5 +1,5 @@
-"""Load test of `sqlext serve` (issue 17): N concurrent clients x M queries (reads and small MERGEs, each
-client merging into a table of its own) and one client fetching a 10M-row result, while the server's
+"""Load test of `sqlext serve` (issue 17): N concurrent clients x M queries (reads of shared Hudi tables and
+of the client's own table, and small MERGEs into the client's own table) and one client fetching a 10M-row result, while the server's
 memory (its Python process, the Spark JVM and Spark's Python workers) is sampled.
 
     python -m bench.server_load [--clients 50] [--queries 100] [--rows 10000000] [--out FILE]
@@ -97,21 +97,26 @@ def connect(port: int):
     return hive.connect(host="127.0.0.1", port=port, auth="NOSASL", username="load").cursor()
 
 
-def setup_tables(port: int, n: int) -> list[str]:
+def setup_tables(port: int, clients: int, shared: int) -> tuple[list[str], list[str]]:
+    """`shared` tables of 200 rows that every client reads, and one empty table per client that only its
+    MERGEs write (Hudi tables take one writer at a time) and that it reads too."""
     cur = connect(port)
-    names = []
-    for i in range(n):
-        name = f"load_{i}"
-        cur.execute(f"CREATE TABLE {name} (id BIGINT, name STRING, price DOUBLE, ts BIGINT) USING hudi "
-                    f"TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts')")
+    ddl = ("CREATE TABLE {} (id BIGINT, name STRING, price DOUBLE, ts BIGINT) USING hudi "
+           "TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts')")
+    shared_names = [f"shared_{i}" for i in range(shared)]
+    for name in shared_names:
+        cur.execute(ddl.format(name))
         cur.execute(f"INSERT INTO {name} SELECT id, concat('n', id % 7), id * 1.5, 1 FROM range(0, 200)")
-        names.append(name)
-    return names
+    own = [f"client_{i}" for i in range(clients)]
+    for name in own:
+        cur.execute(ddl.format(name))
+    return shared_names, own
 
 
-def client(port: int, index: int, tables: list[str], queries: int, merge_every: int) -> dict:
+def client(port: int, index: int, tables: tuple[list[str], list[str]], queries: int, merge_every: int) -> dict:
     rng = random.Random(index)
-    own = tables[index]
+    own = tables[1][index]
+    readable = tables[0] + [own]
     latencies, errors = [], []
     cur = connect(port)
     for q in range(queries):
@@ -120,7 +125,7 @@ def client(port: int, index: int, tables: list[str], queries: int, merge_every: 
             sql = (f"MERGE INTO {own} t USING (SELECT {key}L AS id, 'm{q}' AS name, {q}.5D AS price, {q + 2}L AS ts) s "
                    f"ON t.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")
         else:
-            sql = rng.choice(READS).format(t=rng.choice(tables), k=rng.randrange(0, 200))
+            sql = rng.choice(READS).format(t=rng.choice(readable), k=rng.randrange(0, 200))
         started = time.perf_counter()
         try:
             cur.execute(sql)
@@ -155,6 +160,7 @@ def main(argv=None) -> int:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--merge-every", type=int, default=20, help="every k-th query of a client is a MERGE")
+    parser.add_argument("--shared-tables", type=int, default=5, help="tables of 200 rows all clients read")
     parser.add_argument("--rows", type=int, default=10_000_000)
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
@@ -167,8 +173,8 @@ def main(argv=None) -> int:
     try:
         t0 = time.perf_counter()
         with monitor:
-            tables = setup_tables(port, args.clients)
-        report["setup"] = {"tables": len(tables), "seconds": round(time.perf_counter() - t0, 1),
+            tables = setup_tables(port, args.clients, args.shared_tables)
+        report["setup"] = {"tables": len(tables[0]) + len(tables[1]), "seconds": round(time.perf_counter() - t0, 1),
                            "peak_rss_mb": dict(monitor.peak)}
         t0 = time.perf_counter()
         with monitor, ThreadPoolExecutor(args.clients) as pool:
