@@ -5,6 +5,8 @@
     sqlext metastore start [--warehouse DIR] [--idle-timeout SECONDS]    a long-lived embedded metastore
     sqlext metastore status [--warehouse DIR] [--json]                    every one of this user (or one)
     sqlext metastore stop [--warehouse DIR | --all]
+    sqlext serve [--host H] [--port P] [--http-port P|none] [--auth nosasl|none|plain] [--users FILE] [...]
+    sqlext serve --add-user NAME --users FILE     (password from the terminal, or one line of stdin)
     sqlext demo [--path DIR]
 
 Every statement runs through `sqlext.session()` (the Hudi SQL front end); each statement that returns columns
@@ -67,9 +69,27 @@ def build_parser() -> argparse.ArgumentParser:
                     help="start: stop it after this many seconds unused (default: keep it until stopped)")
     ms.add_argument("--all", action="store_true", help="stop: every embedded metastore of this user")
     ms.add_argument("--json", action="store_true", help="status: one JSON object per metastore")
+    _serve_options(sub.add_parser("serve", help="HiveServer2-protocol (Thrift) server: JDBC, beeline, PyHive, "
+                                                "BI tools run SQL through the Hudi SQL front end"))
     demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
     demo.add_argument("--path")
     return parser
+
+
+def _serve_options(serve: argparse.ArgumentParser) -> None:
+    serve.add_argument("--host", default=None, help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=None, help="binary Thrift port, NOSASL and SASL (default 10000; "
+                                                              "0: any free port)")
+    serve.add_argument("--http-port", default=None, metavar="PORT|none",
+                       help="HTTP transport port, path /cliservice (default 10001; 0: any free port; none: off)")
+    serve.add_argument("--auth", choices=("nosasl", "none", "plain"), default=None,
+                       help="nosasl/none: no password check; plain: SASL PLAIN / HTTP Basic against --users "
+                            "(default: plain with --users, else none)")
+    serve.add_argument("--users", metavar="FILE", help="users file (salted scrypt hashes)")
+    serve.add_argument("--add-user", metavar="NAME", help="add NAME to --users (or change its password) and exit")
+    serve.add_argument("--max-message-size", type=int, default=None, metavar="BYTES",
+                       help="largest request accepted (default 104857600)")
+    _session_options(serve)
 
 
 def parse_conf(items: Iterable[str]) -> dict[str, str]:
@@ -285,6 +305,57 @@ def _print_metastores(statuses: list[dict], as_json: bool, out: TextIO) -> None:
         out.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
 
 
+def serve(args) -> int:
+    """`sqlext serve`: run the server (or, with --add-user, add a user to the users file)."""
+    from sqlext.server.config import ServerConfig
+
+    if args.add_user:
+        return add_user(args.add_user, args.users, sys.stdin)
+    conf = parse_conf(args.conf)
+    http_port = args.http_port
+    if http_port is not None:
+        try:
+            http_port = None if http_port.lower() == "none" else int(http_port)
+        except ValueError:
+            raise CliError(f"--http-port {args.http_port!r}: expected a port number or 'none'") from None
+    try:
+        config, spark_conf = ServerConfig.from_conf(conf, host=args.host, port=args.port, auth=args.auth,
+                                                    users_file=args.users, max_message_size=args.max_message_size)
+        if args.http_port is not None:
+            from dataclasses import replace
+
+            config = replace(config, http_port=http_port)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    from sqlext.server.server import serve as run_server
+
+    args.conf = ["spark.ui.showConsoleProgress=false"] + [f"{k}={v}" for k, v in spark_conf.items()]
+    spark = open_session(args)
+    try:
+        run_server(spark, config, announce=lambda line: print(line, flush=True))
+    finally:
+        spark.stop()
+    return 0
+
+
+def add_user(name: str, users: str | None, stdin: TextIO) -> int:
+    from sqlext.server.auth import UsersFile
+
+    if not users:
+        raise CliError("--add-user needs --users FILE")
+    if stdin.isatty():
+        import getpass
+
+        password = getpass.getpass(f"password for {name}: ")
+        if getpass.getpass("again: ") != password:
+            raise CliError("the passwords differ")
+    else:
+        password = stdin.readline().rstrip("\r\n")
+    new = UsersFile(users).add(name, password)
+    print(f"{'added' if new else 'updated'} user {name} in {users}")
+    return 0
+
+
 def _sql_text(args) -> str:
     if args.file and args.statements:
         raise CliError("give the SQL either as an argument or with -f, not both")
@@ -318,6 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             return demo_main(["--path", args.path] if args.path else [])
         if args.command == "metastore":
             return metastore(args, sys.stdout)
+        if args.command == "serve":
+            return serve(args)
         text = _sql_text(args) if args.command == "sql" else None
         parse_conf(args.conf)  # bad --conf fails before Spark starts
         spark = open_session(args)

@@ -82,6 +82,23 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     return spark
 
 
+def client_session(spark: SparkSession) -> SparkSession:
+    """A new session on `spark`'s SparkContext, catalog and metastore, with its own current database, SQL
+    settings and temporary views (what Spark's Thrift server gives each client: `newSession()`), and its own
+    Hudi SQL front end whose resolver follows that session's current database."""
+    from sqlext.sql import install
+
+    child = spark.newSession()
+    catalog = getattr(spark, "_sqlext_catalog", None)
+    if catalog is None:
+        install(child)
+        return child
+    resolver = catalog.resolver.for_session(child.catalog.currentDatabase)
+    install(child, resolver)
+    child._sqlext_catalog = SessionCatalog(catalog.uri, catalog.embedded, resolver, catalog.warehouse)
+    return child
+
+
 def _metastore(metastore: str | bool | None, settings: dict[str, str], warehouse_dir: Path):
     """(uri, EmbeddedMetastore or None); (None, None) when no metastore is wanted. Checks reachability."""
     # submodules, not the package: an editable install made before catalog/__init__.py existed maps `catalog`

@@ -6,6 +6,7 @@ A Hive-Metastore-backed resolver (catalog/) implements the same protocol.
 """
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import os
@@ -193,6 +194,12 @@ class DatabaseScope:
     def current_database(self) -> str:
         current = self._current() if callable(self._current) else self._current
         return (current or DEFAULT_DB).lower()
+
+    def for_session(self, current_db: str | Callable[[], str]):
+        """The same resolver with its own current database (another client session over the same catalog)."""
+        scoped = copy.copy(self)
+        scoped._current = current_db
+        return scoped
 
     def use(self, db: str) -> None:
         if not callable(self._current):  # with Spark's currentDatabase, Spark's USE already switched

@@ -1,0 +1,82 @@
+"""`sqlext serve` settings, under the HiveServer2 configuration names (`hive.server2.*`) and defaults.
+
+`ServerConfig.from_conf` picks them out of `--conf k=v` pairs; the remaining pairs configure Spark.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+THRIFT_BIND_HOST = "hive.server2.thrift.bind.host"
+THRIFT_PORT = "hive.server2.thrift.port"
+THRIFT_HTTP_PORT = "hive.server2.thrift.http.port"
+THRIFT_HTTP_PATH = "hive.server2.thrift.http.path"
+AUTHENTICATION = "hive.server2.authentication"
+USERS_FILE = "hive.server2.custom.authentication.users.file"  # ours: the file `sqlext serve --add-user` writes
+MAX_MESSAGE_SIZE = "hive.server2.thrift.max.message.size"
+MAX_WORKER_THREADS = "hive.server2.thrift.max.worker.threads"
+ASYNC_EXEC_THREADS = "hive.server2.async.exec.threads"
+MAX_FETCH_SIZE = "hive.server2.thrift.resultset.max.fetch.size"
+DEFAULT_FETCH_SIZE = "hive.server2.thrift.resultset.default.fetch.size"
+IDLE_SESSION_TIMEOUT = "hive.server2.idle.session.timeout"  # milliseconds, as in Hive
+
+AUTH_NOSASL = "nosasl"   # plain binary Thrift, no credentials
+AUTH_NONE = "none"       # SASL PLAIN (or plain binary) with any user and password accepted
+AUTH_PLAIN = "plain"     # SASL PLAIN / HTTP Basic, checked against the users file (Hive's CUSTOM / LDAP role)
+AUTH_MODES = (AUTH_NOSASL, AUTH_NONE, AUTH_PLAIN)
+_HIVE_AUTH_NAMES = {"nosasl": AUTH_NOSASL, "none": AUTH_NONE, "plain": AUTH_PLAIN, "custom": AUTH_PLAIN,
+                    "ldap": AUTH_PLAIN}
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 10000                       # 0: any free port (printed at start-up)
+    http_port: int | None = 10001           # None: no HTTP transport
+    http_path: str = "cliservice"
+    auth: str = AUTH_NONE
+    users_file: str | None = None
+    max_message_size: int = 104857600       # bytes of one request (Hive's default, 100 MiB)
+    max_worker_threads: int = 500           # concurrent connections
+    async_exec_threads: int = 100           # statements running asynchronously at once
+    max_fetch_size: int = 10000             # rows of one FetchResults answer, whatever the client asks
+    default_fetch_size: int = 1000
+    idle_session_timeout_ms: int = 7 * 24 * 3600 * 1000  # sessions without a connection (HTTP) expire
+
+    def __post_init__(self):
+        if self.auth not in AUTH_MODES:
+            raise ValueError(f"{AUTHENTICATION}: unknown mode {self.auth!r} (one of {', '.join(AUTH_MODES)})")
+        if self.auth == AUTH_PLAIN and not self.users_file:
+            raise ValueError(f"{AUTHENTICATION}=plain needs a users file (--users FILE)")
+        if self.users_file and self.auth != AUTH_PLAIN:
+            raise ValueError(f"users are configured ({self.users_file}): {AUTHENTICATION} must be plain, "
+                             f"not {self.auth} (NOSASL and NONE would let anyone in)")
+        if self.max_message_size < 1024:
+            raise ValueError(f"{MAX_MESSAGE_SIZE} must be at least 1024 bytes, got {self.max_message_size}")
+
+    @classmethod
+    def from_conf(cls, conf: dict[str, str], **overrides) -> tuple["ServerConfig", dict[str, str]]:
+        """(server settings from the `hive.server2.*` keys of `conf` with `overrides` on top, the other keys)."""
+        keys = {THRIFT_BIND_HOST: "host", THRIFT_PORT: "port", THRIFT_HTTP_PORT: "http_port",
+                THRIFT_HTTP_PATH: "http_path", AUTHENTICATION: "auth", USERS_FILE: "users_file",
+                MAX_MESSAGE_SIZE: "max_message_size", MAX_WORKER_THREADS: "max_worker_threads",
+                ASYNC_EXEC_THREADS: "async_exec_threads", MAX_FETCH_SIZE: "max_fetch_size",
+                DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms"}
+        types = {f.name: f.type for f in fields(cls)}
+        values, rest = {}, {}
+        for key, value in conf.items():
+            name = keys.get(key)
+            if name is None:
+                rest[key] = value
+            elif name == "auth":
+                values[name] = _HIVE_AUTH_NAMES.get(value.strip().lower(), value.strip().lower())
+            elif "int" in str(types[name]):
+                try:
+                    values[name] = int(value)
+                except ValueError:
+                    raise ValueError(f"{key}: expected a whole number, got {value!r}") from None
+            else:
+                values[name] = value
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        if values.get("users_file") and "auth" not in values:
+            values["auth"] = AUTH_PLAIN  # a users file means passwords are checked
+        return replace(cls(), **values) if values else cls(), rest

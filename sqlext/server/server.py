@@ -1,0 +1,114 @@
+"""`HiveService`: the HiveServer2-protocol server over one shared SparkSession — its transports (binary
+NOSASL/SASL port, HTTP `/cliservice`), the authenticator, client sessions and the pool running asynchronous
+statements. `serve()` runs it until SIGTERM / SIGINT."""
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+from pyspark.sql import SparkSession
+
+from sqlext.server.auth import Authenticator, UsersFile
+from sqlext.server.config import AUTH_PLAIN, ServerConfig
+from sqlext.server.http import HttpServer
+from sqlext.server.session_manager import SessionManager
+from sqlext.server.third_party.tcliservice.ttypes import TGetInfoType
+from sqlext.server.transport import BinaryServer
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME = "sqlext"
+DBMS_NAME = "Spark SQL"      # what clients (JDBC dialect detection, BI tools) expect from a Spark Thrift server
+_IDLE_CHECK_S = 60.0
+
+
+class HiveService:
+    def __init__(self, spark: SparkSession, config: ServerConfig):
+        self.spark = spark
+        self.config = config
+        users = UsersFile(config.users_file) if config.users_file else None
+        if config.auth == AUTH_PLAIN:
+            users.users()  # a missing or malformed users file fails now, not at the first login
+        self.authenticator = Authenticator(config.auth, users)
+        self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0)
+        self.async_pool = ThreadPoolExecutor(config.async_exec_threads, thread_name_prefix="sqlext-async")
+        self.binary = BinaryServer(self, config.host, config.port)
+        self.http = HttpServer(self, config.host, config.http_port, config.http_path) \
+            if config.http_port is not None else None
+        self._stopped = threading.Event()
+        self._keywords: str | None = None
+
+    # -- life cycle ----------------------------------------------------------------------------------
+    def start(self) -> "HiveService":
+        self.binary.start()
+        if self.http is not None:
+            self.http.start()
+        threading.Thread(target=self._expire_idle_sessions, name="sqlext-idle-sessions", daemon=True).start()
+        log.info("listening on %s:%d (binary, auth %s)%s", self.config.host, self.binary.port, self.config.auth,
+                 f", {self.config.host}:{self.http.port}/{self.config.http_path} (http)" if self.http else "")
+        return self
+
+    def stop(self) -> None:
+        if self._stopped.is_set():
+            return
+        self._stopped.set()
+        self.binary.stop()
+        if self.http is not None:
+            self.http.stop()
+        self.sessions.close_all()
+        self.async_pool.shutdown(wait=False, cancel_futures=True)
+
+    def wait(self) -> None:
+        self._stopped.wait()
+
+    def _expire_idle_sessions(self) -> None:
+        while not self._stopped.wait(_IDLE_CHECK_S):
+            try:
+                self.sessions.expire_idle()
+            except Exception:  # noqa: BLE001 - the reaper keeps running
+                log.exception("expiring idle sessions failed")
+
+    # -- GetInfo and health -------------------------------------------------------------------------
+    def info(self, info_type: int) -> str | int | None:
+        if info_type == TGetInfoType.CLI_SERVER_NAME:
+            return SERVER_NAME
+        if info_type == TGetInfoType.CLI_DBMS_NAME:
+            return DBMS_NAME
+        if info_type == TGetInfoType.CLI_DBMS_VER:
+            return self.spark.version
+        if info_type == TGetInfoType.CLI_ODBC_KEYWORDS:
+            return self._odbc_keywords()
+        if info_type in (TGetInfoType.CLI_MAX_COLUMN_NAME_LEN, TGetInfoType.CLI_MAX_SCHEMA_NAME_LEN,
+                         TGetInfoType.CLI_MAX_TABLE_NAME_LEN):
+            return 128
+        return None
+
+    def _odbc_keywords(self) -> str:
+        if self._keywords is None:
+            rows = self.spark.sql("SELECT keyword FROM sql_keywords()").collect()
+            self._keywords = ",".join(sorted(r[0] for r in rows))
+        return self._keywords
+
+    def stats(self) -> dict[str, int]:
+        jobs = len(self.spark.sparkContext.statusTracker().getActiveJobsIds())
+        return {**self.sessions.stats(), "connections": self.binary.connections, "active_spark_jobs": jobs}
+
+    @property
+    def ports(self) -> tuple[int, int | None]:
+        return self.binary.port, self.http.port if self.http is not None else None
+
+
+def serve(spark: SparkSession, config: ServerConfig, announce=print) -> None:
+    """Run the server until SIGTERM or SIGINT; `announce` gets the start-up line naming the ports."""
+    service = HiveService(spark, config).start()
+    binary, http = service.ports
+    announce(f"sqlext serve: listening on {config.host}:{binary} (binary, auth {config.auth})"
+             + (f", http://{config.host}:{http}/{config.http_path}" if http is not None else ""))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: service.stop())
+    try:
+        service.wait()
+    finally:
+        service.stop()

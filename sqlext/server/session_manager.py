@@ -1,0 +1,156 @@
+"""Client sessions: one Spark session each (`sqlext.session.client_session`: own current database, SQL
+settings and temporary views, Hudi SQL front end), with the operations opened in it.
+
+Sessions opened over a binary connection end with the connection (a client that vanishes leaves nothing
+running); sessions opened over HTTP live until CloseSession or until idle for
+`hive.server2.idle.session.timeout`.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+from pyspark.sql import SparkSession
+
+from sqlext.server.errors import HoodieInvalidHandleError
+from sqlext.server.operation import Handle, Operation
+
+log = logging.getLogger(__name__)
+
+# OpenSession configuration keys clients send (Hive JDBC: use:database, set:hiveconf:k, set:hivevar:k)
+USE_DATABASE = "use:database"
+SET_PREFIXES = ("set:hiveconf:", "set:hivevar:", "set:system:")
+
+
+@dataclass
+class ClientSession:
+    handle: Handle
+    user: str
+    protocol: int
+    spark: SparkSession
+    connection_id: int | None           # None: HTTP (no connection owns it)
+    operations: dict[bytes, Operation] = field(default_factory=dict)
+    last_access: float = field(default_factory=time.monotonic)
+
+    def touch(self) -> None:
+        self.last_access = time.monotonic()
+
+
+class SessionManager:
+    def __init__(self, root: SparkSession, idle_timeout_s: float):
+        self.root = root
+        self.idle_timeout_s = idle_timeout_s
+        self._sessions: dict[bytes, ClientSession] = {}
+        self._operations: dict[bytes, Operation] = {}
+        self._lock = threading.Lock()
+
+    # -- sessions ------------------------------------------------------------------------------------
+    def open(self, user: str, protocol: int, configuration: dict[str, str] | None,
+             connection_id: int | None) -> ClientSession:
+        from sqlext.session import client_session
+
+        spark = client_session(self.root)
+        session = ClientSession(Handle.new(), user, protocol, spark, connection_id)
+        self.configure(session, configuration or {})
+        with self._lock:
+            self._sessions[session.handle.guid] = session
+        log.info("session %s opened for %s (protocol V%d)", session.handle.hex, user, protocol + 1)
+        return session
+
+    @staticmethod
+    def configure(session: ClientSession, configuration: dict[str, str]) -> None:
+        """Apply OpenSession configuration / a statement's confOverlay: `set:hiveconf:k` and the like set
+        Spark (and hoodie.*) settings of the session, `use:database` switches its database."""
+        for key, value in configuration.items():
+            setting = next((key[len(p):] for p in SET_PREFIXES if key.startswith(p)), None)
+            if setting:
+                try:
+                    session.spark.conf.set(setting, value)
+                except Exception as exc:  # a static Spark setting, for instance: the session still opens
+                    log.warning("session %s: cannot set %s: %s", session.handle.hex, setting, exc)
+        db = configuration.get(USE_DATABASE)
+        if db and db.lower() != "default":
+            session.spark.sql(f"USE `{db.replace('`', '``')}`")  # fails OpenSession for an unknown database
+
+    def get(self, handle: Handle) -> ClientSession:
+        with self._lock:
+            session = self._sessions.get(handle.guid)
+        if session is None or session.handle.secret != handle.secret:
+            raise HoodieInvalidHandleError(f"invalid session handle {handle.hex}: unknown or closed session")
+        session.touch()
+        return session
+
+    def close(self, handle: Handle) -> None:
+        session = self.get(handle)
+        with self._lock:
+            self._sessions.pop(handle.guid, None)
+            ops = [self._operations.pop(g) for g in list(session.operations) if g in self._operations]
+        for op in ops:
+            op.close()
+        session.operations.clear()
+        log.info("session %s closed (%d operations)", handle.hex, len(ops))
+
+    def close_connection(self, connection_id: int) -> int:
+        """Close the sessions opened over a binary connection that ended; how many there were."""
+        with self._lock:
+            handles = [s.handle for s in self._sessions.values() if s.connection_id == connection_id]
+        for handle in handles:
+            try:
+                self.close(handle)
+            except HoodieInvalidHandleError:
+                pass  # closed concurrently
+        return len(handles)
+
+    def expire_idle(self) -> int:
+        now = time.monotonic()
+        with self._lock:
+            idle = [s.handle for s in self._sessions.values()
+                    if s.connection_id is None and now - s.last_access > self.idle_timeout_s
+                    and not any(not op.state.terminal for op in s.operations.values())]
+        for handle in idle:
+            log.info("session %s expired after %.0f s idle", handle.hex, self.idle_timeout_s)
+            try:
+                self.close(handle)
+            except HoodieInvalidHandleError:
+                pass
+        return len(idle)
+
+    def close_all(self) -> None:
+        with self._lock:
+            handles = [s.handle for s in self._sessions.values()]
+        for handle in handles:
+            try:
+                self.close(handle)
+            except HoodieInvalidHandleError:
+                pass
+
+    # -- operations ----------------------------------------------------------------------------------
+    def add_operation(self, op: Operation) -> Operation:
+        with self._lock:
+            if op.session.handle.guid not in self._sessions:
+                raise HoodieInvalidHandleError(f"session {op.session.handle.hex} was closed")
+            self._operations[op.handle.guid] = op
+            op.session.operations[op.handle.guid] = op
+        return op
+
+    def operation(self, handle: Handle) -> Operation:
+        with self._lock:
+            op = self._operations.get(handle.guid)
+        if op is None or op.handle.secret != handle.secret:
+            raise HoodieInvalidHandleError(f"invalid operation handle {handle.hex}: unknown or closed operation")
+        op.session.touch()
+        return op
+
+    def close_operation(self, handle: Handle) -> None:
+        op = self.operation(handle)
+        with self._lock:
+            self._operations.pop(handle.guid, None)
+            op.session.operations.pop(handle.guid, None)
+        op.close()
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            running = sum(1 for op in self._operations.values() if not op.state.terminal)
+            return {"sessions": len(self._sessions), "operations": len(self._operations), "running": running}
