@@ -6,7 +6,7 @@ import subprocess
 import sys
 import textwrap
 
-CRASH_EXIT_CODE = 17  # storage.write.write_client exits with it under HUDI_TEST_CRASH_BEFORE_COMMIT
+from storage.testing.crash_points import CRASH_EXIT_CODE, crash_env
 
 
 def write_and_crash_before_commit(path, rows: list[tuple], schema: str, opts: dict[str, str], cwd) -> None:
@@ -17,6 +17,6 @@ def write_and_crash_before_commit(path, rows: list[tuple], schema: str, opts: di
         df = spark.createDataFrame({rows!r}, {schema!r})
         df.write.format("hudi").options(**{opts!r}).mode("append").save({str(path)!r})
     """)
-    env = {**os.environ, "HUDI_TEST_CRASH_BEFORE_COMMIT": "1"}
+    env = {**os.environ, **crash_env("write.before_commit")}
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(cwd), capture_output=True, timeout=300)
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr.decode()[-2000:]

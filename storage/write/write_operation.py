@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -30,6 +29,7 @@ from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
 from storage.timeline.instant import Action
 from storage.write.bucketing import assign_buckets, plan_write
@@ -65,7 +65,6 @@ from storage.write.task_context import WriteTaskContext, build_task_context
 
 log = logging.getLogger(__name__)
 
-_CRASH_HOOK = "HUDI_TEST_CRASH_BEFORE_COMMIT"  # tests: die like a killed writer after data files exist
 _PROFILED = (WriteOperationType.UPSERT, WriteOperationType.DELETE, WriteOperationType.INSERT)
 
 
@@ -200,8 +199,7 @@ class WriteOperation:
             stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx)
             metadata = commit_metadata(op, stats, prepared.schema, prepared.settings, located.fs_view,
                                        prepared.partitions)
-            if os.environ.get(_CRASH_HOOK) == "1":
-                os._exit(17)
+            crash_point("write.before_commit")
         except BaseException:
             log.exception("write %s failed; undoing it", instant_time)
             abort_write(meta, instant_time)

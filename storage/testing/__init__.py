@@ -1,0 +1,1 @@
+"""Hooks that tests use to exercise failure paths of production code (crash points)."""
