@@ -240,3 +240,27 @@ class CompactionConfigKeys:
                      "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy", str)
     TARGET_IO = _prop("hoodie.compaction.target.io", 512000, int)  # MB, as Hudi
     LOGFILE_SIZE_THRESHOLD = _prop("hoodie.compaction.logfile.size.threshold", 0, int)
+
+
+class WriteCommitCallbackConfigKeys:
+    """Apache Hudi's commit callback options (`HoodieWriteCommitCallbackConfig`,
+    `HoodieWriteCommitKafkaCallbackConfig`), used by storage/callback/.
+
+    Defaults are Hudi's code (the HTTP timeout is 30 s there, though its doc string and seed 003 say 3).
+    HTTP_RETRIES is this project's: Hudi's HTTP callback posts once."""
+
+    _P = "hoodie.write.commit.callback."
+    TURN_CALLBACK_ON = _prop(_P + "on", False, parse_bool)
+    CALLBACK_CLASS_NAME = _prop(_P + "class", "org.apache.hudi.callback.impl.HoodieWriteCommitHttpCallback", str)
+    HTTP_URL = _prop(_P + "http.url", None, str)
+    HTTP_API_KEY = _prop(_P + "http.api.key", "hudi_write_commit_http_callback", str)
+    HTTP_TIMEOUT_SECONDS = _prop(_P + "http.timeout.seconds", 30, int)
+    HTTP_CUSTOM_HEADERS = _prop(_P + "http.custom.headers", None, str,
+                                doc="extra request headers: 'Name1:value1;Name2:value2'")
+    HTTP_RETRIES = _prop(_P + "http.retries", 3, int,
+                         doc="re-sends after a connection error, a timeout or a 5xx answer (not Hudi's)")
+    KAFKA_BOOTSTRAP_SERVERS = _prop(_P + "kafka.bootstrap.servers", None, str)
+    KAFKA_TOPIC = _prop(_P + "kafka.topic", None, str)
+    KAFKA_PARTITION = _prop(_P + "kafka.partition", None, int)
+    KAFKA_ACKS = _prop(_P + "kafka.acks", "all", str)
+    KAFKA_RETRIES = _prop(_P + "kafka.retries", 3, int)

@@ -86,3 +86,8 @@ class HoodieCompactionError(HoodieError, ValueError):
 
 class HoodieCompactionExecutionError(HoodieError, ValueError):
     """A compaction task failed while rewriting a file slice."""
+
+
+class HoodieCommitCallbackError(HoodieError):
+    """A commit callback is misconfigured or could not deliver its message; reported in the write result,
+    never failing the commit."""

@@ -1,5 +1,6 @@
-"""Post-commit callbacks (Hudi's `hoodie.write.commit.callback.*`): code outside storage — Hive sync, for
-one — learns about each completed commit without storage knowing it exists.
+"""Post-commit callbacks: code outside storage — Hive sync, for one — learns about each completed commit
+without storage knowing it exists (registered hooks), and with `hoodie.write.commit.callback.on=true` the
+commit's options choose one of Hudi's callbacks (HTTP, Kafka or a Python class; see storage/callback/).
 
 A callback that fails is logged and reported in the returned list; it never fails or undoes the commit,
 which is already complete when callbacks run.
@@ -8,7 +9,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
+
+from storage.config import HoodieConfig
+from storage.config import WriteCommitCallbackConfigKeys as CB
+
+if TYPE_CHECKING:
+    from storage.timeline.commit_metadata import HoodieCommitMetadata
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +28,7 @@ class CommitEvent:
     action: str  # commit, deltacommit, replacecommit
     operation: str  # operationType of the commit metadata
     options: dict  # the write options (hoodie.* keys) the commit ran with
+    metadata: "HoodieCommitMetadata | None" = None  # the completed commit's metadata, when the writer has it
 
 
 CommitCallback = Callable[[CommitEvent], None]
@@ -37,12 +45,36 @@ def unregister_commit_callback(name: str) -> None:
 
 
 def fire_commit_callbacks(event: CommitEvent) -> list[tuple[str, Exception]]:
-    """Run every callback; return the (name, error) of those that failed."""
+    """Run every registered callback, then the configured one; return the (name, error) of those that failed."""
+    callbacks = list(_CALLBACKS.items())
+    config = HoodieConfig.of(event.options)
+    if _configured_on(config):
+        callbacks.append((config.get(CB.CALLBACK_CLASS_NAME), _configured_callback(config)))
     failures = []
-    for name, callback in list(_CALLBACKS.items()):
+    for name, callback in callbacks:
         try:
             callback(event)
         except Exception as exc:  # noqa: BLE001 - a callback must never fail the commit
             log.warning("commit callback %s failed for %s at %s: %s", name, event.instant_time, event.base_path, exc)
             failures.append((name, exc))
     return failures
+
+
+def _configured_on(config: HoodieConfig) -> bool:
+    try:
+        return bool(config.get(CB.TURN_CALLBACK_ON))
+    except ValueError as exc:
+        log.warning("commit callback not run: %s", exc)
+        return False
+
+
+def _configured_callback(config: HoodieConfig) -> CommitCallback:
+    """The `hoodie.write.commit.callback.class` callback as a CommitCallback; a bad configuration surfaces
+    when it is called, so it is reported like a failed delivery."""
+    def call(event: CommitEvent) -> None:
+        from storage.callback import HoodieWriteCommitCallbackMessage, create_commit_callback
+
+        message = HoodieWriteCommitCallbackMessage.of(event.instant_time, event.table_name, event.base_path,
+                                                      event.action, event.metadata)
+        create_commit_callback(config).call(message)
+    return call

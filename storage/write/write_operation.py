@@ -183,7 +183,7 @@ class WriteOperation:
         delete_marker_dir(meta.storage, meta.marker_dir(instant_time))
         meta.reload()
         event = CommitEvent(self.base_path, settings.name, instant_time, action, op.metadata_name,
-                            dict(self.config.items()))
+                            dict(self.config.items()), metadata)
         failures = post_commit(self.spark, meta, self.config, event)
         return WriteResult(instant_time, action, metadata, failures)
 
