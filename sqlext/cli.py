@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     ms.add_argument("--json", action="store_true", help="status: one JSON object per metastore")
     _serve_options(sub.add_parser("serve", help="HiveServer2-protocol (Thrift) server: JDBC, beeline, PyHive, "
                                                 "BI tools run SQL through the Hudi SQL front end"))
+    timeline = sub.add_parser("timeline", help="a table's timeline as text, and as a picture with --png")
+    timeline.add_argument("table", help="base path of the table, or its name (db.table) in the metastore")
+    timeline.add_argument("--png", metavar="FILE", help="draw the timeline and the file layout into FILE")
+    timeline.add_argument("--limit", type=int, default=100, help="instants printed, newest first (default 100)")
+    _session_options(timeline)
     demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
     demo.add_argument("--path")
     return parser
@@ -356,6 +361,44 @@ def add_user(name: str, users: str | None, stdin: TextIO) -> int:
     return 0
 
 
+def timeline(args, out: TextIO) -> int:
+    """`sqlext timeline TABLE [--png FILE]`: a path needs no Spark; a name is resolved through a session."""
+    from sqlext.sql.resolver import is_hudi_table
+    from sqlext.timeline_view import draw_timeline_png, timeline_entries
+    from storage.table.meta_client import HoodieTableMetaClient
+
+    if is_hudi_table(args.table):
+        path = args.table
+    elif "/" in args.table:
+        raise CliError(f"{args.table}: not a Hudi table (no .hoodie/hoodie.properties)")
+    else:
+        path = _table_path(args)
+    meta = HoodieTableMetaClient.load(path)
+    entries = timeline_entries(meta)[::-1][: max(args.limit, 0)]
+    header = ("instant_time", "action", "state", "completion_time", "files", "partitions", "records")
+    rows = [(e.instant_time, e.action, e.state, e.completion_time or "", e.files_touched, e.partitions_touched,
+             e.records_written) for e in entries]
+    widths = [max(len(str(v)) for v in col) for col in zip(header, *rows)]
+    for row in (header, *rows):
+        print("  ".join(str(v).ljust(w) for v, w in zip(row, widths)).rstrip(), file=out)
+    if args.png:
+        print(f"wrote {draw_timeline_png(meta, args.png)}", file=out)
+    return 0
+
+
+def _table_path(args) -> str:
+    from sqlext.sql.resolver import TableName
+
+    spark = open_session(args)
+    try:
+        ref = spark._sqlext_frontend.resolver.resolve(TableName.parse(args.table))
+    finally:
+        spark.stop()
+    if ref is None:
+        raise CliError(f"{args.table}: neither a Hudi table's base path nor a Hudi table of the metastore")
+    return ref.path
+
+
 def _sql_text(args) -> str:
     if args.file and args.statements:
         raise CliError("give the SQL either as an argument or with -f, not both")
@@ -391,6 +434,8 @@ def main(argv: list[str] | None = None) -> int:
             return metastore(args, sys.stdout)
         if args.command == "serve":
             return serve(args)
+        if args.command == "timeline":
+            return timeline(args, sys.stdout)
         text = _sql_text(args) if args.command == "sql" else None
         parse_conf(args.conf)  # bad --conf fails before Spark starts
         spark = open_session(args)
