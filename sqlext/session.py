@@ -62,7 +62,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     """A SparkSession (reused when one runs) with `format("hudi")`, the Hudi SQL front end and a metastore."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    from sqlext.datasource import install
+    from sqlext.datasource import install, register
 
     install()
     warehouse_dir = Path(warehouse or default_warehouse()).absolute()
@@ -75,7 +75,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER", "local[*]"))
     for key, value in settings.items():
         builder = builder.config(key, value)
-    spark = builder.getOrCreate()
+    spark = register(builder.getOrCreate())
     # code not handed a session (procedures, the catalog) reaches object stores as this session does
     set_default_storage_options(lambda: session_storage_options(spark))
     _attach(spark, uri, embedded, str(warehouse_dir))

@@ -1,15 +1,21 @@
-"""`format("hudi")` on Spark's DataFrameReader / DataFrameWriter, routed to `storage`.
+"""`format("hudi")` and Hudi tables of the catalog on Spark's DataFrame API, routed (on the driver) to `storage`.
 
 PySpark's reader and writer keep their format and options on the JVM side; we record them on the Python
-objects too, so `save()` / `load()` of a hudi source can run the Python write pipeline and readers, and
-every other format behaves exactly as before.
+objects too, so `save()` / `load()` of a hudi source can run the write client and readers (Spark jobs the
+driver starts: dedup, index lookup, one task per file group, one commit), and every other format behaves
+exactly as before. With the SQL front end of `sqlext.session()` installed (its catalog resolver), names are
+routed too: `saveAsTable`, `insertInto`, `writeTo(...).append()` / `.overwritePartitions()`, `spark.table` and
+`spark.read.table` on Hudi tables; any other table goes to Spark unchanged.
 """
 from __future__ import annotations
 
 import functools
 import logging
 
-from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter
+from pyspark.sql import SparkSession
+from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
+
+from storage.exception import HoodieWriteError
 
 log = logging.getLogger(__name__)
 
@@ -101,17 +107,133 @@ def _load(original):
     return wrapper
 
 
+# -- catalog names ------------------------------------------------------------------------------------------------
+def _hudi_table(spark: SparkSession, name: str):
+    """(resolver, TableName, HudiTableRef or None) when the session has the SQL front end; None otherwise."""
+    front = getattr(spark, "_sqlext_frontend", None)
+    if front is None:
+        return None
+    from sqlext.sql.resolver import TableName
+
+    table_name = TableName.parse(name)
+    return front.resolver, table_name, front.resolver.resolve(table_name)
+
+
+def _save_as_table(original):
+    @functools.wraps(original)
+    def wrapper(self, name, format=None, mode=None, partitionBy=None, **options):
+        state = _state(self)
+        fmt = (format or state["format"] or "").lower()
+        found = _hudi_table(self._df.sparkSession, name)
+        if found is None or (fmt not in HUDI_FORMATS and found[2] is None):
+            return original(self, name, format, mode, partitionBy, **options)
+        resolver, table_name, ref = found
+        if fmt and fmt not in HUDI_FORMATS:
+            raise HoodieWriteError(f"table {ref.qualified_name} is a Hudi table; saveAsTable with format {fmt!r}")
+        opts = {**state["options"], **{k: _text(v) for k, v in options.items()}}
+        opts.setdefault("hoodie.table.name", table_name.name)
+        save_mode = (mode or state["mode"]).lower()
+        if ref is None:
+            ref = resolver.location_for(table_name)
+            _write(self._df, ref.path, opts, "append", partitionBy)
+            resolver.register(ref)
+        elif save_mode not in ("ignore",):
+            if save_mode in ("error", "errorifexists", "default"):
+                raise HoodieWriteError(f"table {ref.qualified_name} already exists (save mode {save_mode})")
+            _write(self._df, ref.path, opts, save_mode, partitionBy)
+    return wrapper
+
+
+def _insert_into(original):
+    @functools.wraps(original)
+    def wrapper(self, tableName, overwrite=None):
+        found = _hudi_table(self._df.sparkSession, tableName)
+        if found is None or found[2] is None:
+            return original(self, tableName, overwrite)
+        _insert(self._df, found[2], _state(self)["options"], "insert_overwrite_table" if overwrite else "insert")
+    return wrapper
+
+
+def _writer_v2_init(original):
+    @functools.wraps(original)
+    def wrapper(self, df, table):
+        original(self, df, table)
+        self._hudi_table_name = table
+    return wrapper
+
+
+def _writer_v2_write(original, operation: str):
+    @functools.wraps(original)
+    def wrapper(self, *args, **kwargs):
+        found = _hudi_table(self._spark, getattr(self, "_hudi_table_name", ""))
+        if found is None or found[2] is None:
+            return original(self, *args, **kwargs)
+        _insert(self._df, found[2], _state(self)["options"], operation)
+    return wrapper
+
+
+def _insert(df, ref, options: dict, operation: str) -> None:
+    """INSERT semantics: the DataFrame's columns by position onto the table's data columns."""
+    from storage.table.meta_client import HoodieTableMetaClient
+    from storage.table.schema_resolver import table_data_schema
+
+    meta = HoodieTableMetaClient.load_in_session(df.sparkSession, ref.path, options)
+    schema = table_data_schema(meta, None, None)
+    columns = list(schema.names) if schema is not None else df.columns
+    if len(columns) != len(df.columns):
+        raise HoodieWriteError(f"cannot insert into {ref.qualified_name}: the table has {len(columns)} data columns "
+                               f"({', '.join(columns)}), the DataFrame {len(df.columns)} ({', '.join(df.columns)})")
+    opts = {**options, "hoodie.table.name": meta.table_config.name,
+            "hoodie.datasource.write.operation": operation}
+    _write(df.toDF(*columns), ref.path, opts, "append", None)
+
+
+def _write(df, path: str, opts: dict, mode: str, partition_by) -> None:
+    from storage.write.write_client import write_dataframe
+
+    if partition_by:
+        cols = [partition_by] if isinstance(partition_by, str) else list(partition_by)
+        opts.setdefault("hoodie.datasource.write.partitionpath.field", ",".join(cols))
+    write_dataframe(df.sparkSession, df, path, opts, mode)
+
+
+def _table(original, spark_of):
+    @functools.wraps(original)
+    def wrapper(self, tableName):
+        spark = spark_of(self)
+        found = _hudi_table(spark, tableName)
+        if found is None or found[2] is None:
+            return original(self, tableName)
+        from storage.read import read_table
+
+        ref = found[2]
+        options = {**(_state(self)["options"] if isinstance(self, DataFrameReader) else {})}
+        if ref.query_type:
+            options["hoodie.datasource.query.type"] = ref.query_type
+        return read_table(spark, ref.path, options)
+    return wrapper
+
+
 def install() -> None:
     """Patch PySpark's reader and writer once per process."""
     global _installed
     if _installed:
         return
-    for cls in (DataFrameReader, DataFrameWriter):
-        cls.format = _record_format(cls.format)
+    for cls in (DataFrameReader, DataFrameWriter, DataFrameWriterV2):
         cls.option = _record_option(cls.option)
         cls.options = _record_options(cls.options)
+    for cls in (DataFrameReader, DataFrameWriter):
+        cls.format = _record_format(cls.format)
     DataFrameWriter.mode = _record_mode(DataFrameWriter.mode)
     DataFrameWriter.save = _save(DataFrameWriter.save)
+    DataFrameWriter.saveAsTable = _save_as_table(DataFrameWriter.saveAsTable)
+    DataFrameWriter.insertInto = _insert_into(DataFrameWriter.insertInto)
+    DataFrameWriterV2.__init__ = _writer_v2_init(DataFrameWriterV2.__init__)
+    DataFrameWriterV2.append = _writer_v2_write(DataFrameWriterV2.append, "insert")
+    DataFrameWriterV2.overwritePartitions = _writer_v2_write(DataFrameWriterV2.overwritePartitions,
+                                                             "insert_overwrite")
     DataFrameReader.load = _load(DataFrameReader.load)
+    DataFrameReader.table = _table(DataFrameReader.table, lambda reader: reader._spark)
+    SparkSession.table = _table(SparkSession.table, lambda session: session)
     _installed = True
     log.debug("hudi data source installed on DataFrameReader/DataFrameWriter")

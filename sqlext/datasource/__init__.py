@@ -1,0 +1,26 @@
+"""Hudi on Spark's DataFrame API.
+
+- `HoodieDataSource` (hoodie_data_source.py): Hudi as a PySpark Python data source, so `format("hudi")` reads
+  in any SparkSession (`spark.dataSource.register(HoodieDataSource)`).
+- routing.py: on the driver, `save` / `load` of `format("hudi")` and (with the SQL front end) `saveAsTable`,
+  `insertInto`, `writeTo`, `spark.table` / `spark.read.table` of Hudi tables run storage's write client and
+  native reader.
+
+`register(spark)` does both for a session made any way (`SparkSession.builder...getOrCreate()`);
+`sqlext.session()` calls it.
+"""
+from __future__ import annotations
+
+from pyspark.sql import SparkSession
+
+from sqlext.datasource.routing import HUDI_FORMATS, install  # noqa: F401
+
+
+def register(spark: SparkSession) -> SparkSession:
+    """Make `format("hudi")` work in `spark`: the Python data source (reads, any route through the JVM) and the
+    driver-side routing of writes and native reads. Returns `spark`."""
+    from sqlext.datasource.hoodie_data_source import HoodieDataSource
+
+    install()
+    spark.dataSource.register(HoodieDataSource)
+    return spark
