@@ -118,6 +118,38 @@ class WriteConfigKeys:
     UPSERT_SHUFFLE_PARALLELISM = _prop("hoodie.upsert.shuffle.parallelism", 0, int)
     ROLLBACK_USING_MARKERS = _prop("hoodie.rollback.using.markers", True, parse_bool)
     WRITE_CONCURRENCY_MODE = _prop("hoodie.write.concurrency.mode", "SINGLE_WRITER", str)
+    FAILED_WRITES_CLEANER_POLICY = _prop(
+        "hoodie.cleaner.policy.failed.writes", None, str,
+        doc="EAGER (roll back failed writes before each write; single writer) or LAZY (only writes whose heartbeat "
+            "expired; multi-writer); unset: LAZY under optimistic concurrency control, EAGER otherwise, as Hudi infers")
+    SET_NULL_FOR_MISSING_COLUMNS = _prop(
+        "hoodie.write.set.null.for.missing.columns", False, parse_bool,
+        doc="a batch without some of the table's columns writes nulls for them instead of being rejected")
+    CLIENT_HEARTBEAT_INTERVAL_MS = _prop("hoodie.client.heartbeat.interval_in_ms", 60000, int)
+    CLIENT_HEARTBEAT_TOLERABLE_MISSES = _prop("hoodie.client.heartbeat.tolerable.misses", 2, int)
+
+
+class LockConfigKeys:
+    """Apache Hudi's lock options (`HoodieLockConfig` / `LockConfiguration`), used by storage/transaction/."""
+
+    _P = "hoodie.write.lock."
+    PROVIDER = _prop(_P + "provider", "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider", str)
+    CONFLICT_RESOLUTION_STRATEGY = _prop(
+        _P + "conflict.resolution.strategy",
+        "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy", str)
+    WAIT_TIME_MS = _prop(_P + "wait_time_ms", 60000, int,
+                         doc="how long one acquire at the lock provider may wait")
+    RETRY_WAIT_TIME_MS = _prop(_P + "wait_time_ms_between_retry", 1000, int)
+    RETRY_MAX_WAIT_TIME_MS = _prop(_P + "max_wait_time_ms_between_retry", 16000, int)
+    NUM_RETRIES = _prop(_P + "num_retries", 15, int)
+    CLIENT_RETRY_WAIT_TIME_MS = _prop(_P + "client.wait_time_ms_between_retry", 5000, int)
+    CLIENT_NUM_RETRIES = _prop(_P + "client.num_retries", 50, int)
+    HEARTBEAT_INTERVAL_MS = _prop(_P + "heartbeat_interval_ms", 60000, int)
+    FILESYSTEM_PATH = _prop(_P + "filesystem.path", None, str)
+    FILESYSTEM_EXPIRE_MINUTES = _prop(_P + "filesystem.expire", 0, int)
+    HIVE_DATABASE = _prop(_P + "hivemetastore.database", None, str)
+    HIVE_TABLE = _prop(_P + "hivemetastore.table", None, str)
+    HIVE_METASTORE_URIS = _prop(_P + "hivemetastore.uris", None, str)
 
 
 class ReadConfigKeys:

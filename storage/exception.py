@@ -86,3 +86,30 @@ class HoodieCompactionError(HoodieError, ValueError):
 
 class HoodieCompactionExecutionError(HoodieError, ValueError):
     """A compaction task failed while rewriting a file slice."""
+
+
+class HoodieLockError(HoodieError, RuntimeError):
+    """A table lock could not be acquired in time, released, or configured (names the provider and the lock)."""
+
+
+class HoodieWriteConflictError(HoodieWriteError):
+    """Optimistic concurrency control: a write touched file groups that an instant completed since it started
+    also touched; the write was rolled back. Names the file groups and the winning instant."""
+
+    def __init__(self, message: str, instant_time: str = "", winner: str = "",
+                 file_groups: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.instant_time, self.winner, self.file_groups = instant_time, winner, file_groups
+
+
+class HoodieHeartbeatError(HoodieError, RuntimeError):
+    """An instant's heartbeat belongs to another live process (it is running that instant)."""
+
+
+class HoodieRollbackError(HoodieError, RuntimeError):
+    """A rollback cannot run or resume (its plan is unreadable, its target is completed)."""
+
+
+class HoodieTableStateError(HoodieWriteError):
+    """A write found the table in a state it must not write to: a table version it does not write, a directory
+    that is not a Hudi table, an unknown table type, an instant rolled back under it."""

@@ -16,8 +16,34 @@ ENV_VAR = "HOODIE_TEST_CRASH_POINT"
 CRASH_EXIT_CODE = 17
 
 CRASH_POINTS: dict[str, str] = {
+    # a write (insert, upsert, delete, insert overwrite): storage/write/write_operation.py
+    "write.after_requested": "a write's requested instant exists (and its heartbeat), nothing else",
+    "write.after_inflight": "a write's instant is inflight, no data file is written yet",
     "write.before_commit": "a write's data files exist, its instant is inflight, the completed instant is not",
+    "write.after_commit": "a write's completed instant exists; its markers and heartbeat are not yet removed",
+    # compaction: storage/table_service/compaction.py (schedule) and compactor.py (execute)
+    "compaction.after_schedule": "a compaction plan is requested, not executed",
+    "compaction.after_inflight": "a compaction is inflight, no base file is written yet",
+    "compaction.before_commit": "a compaction's new base files exist, the completed commit does not",
+    "compaction.after_commit": "a compaction's commit exists; its markers and heartbeat are not yet removed",
+    # rollback of a failed write: storage/write/rollback.py
+    "rollback.after_requested": "a rollback plan is requested; no file of the failed write is deleted yet",
+    "rollback.after_inflight": "a rollback is inflight; no file of the failed write is deleted yet",
+    "rollback.after_files_deleted": "a rollback deleted the failed write's files, its completed instant does not exist",
+    "rollback.after_commit": "a rollback completed; the failed write's instant files and markers remain",
 }
+
+
+def phase_of(name: str) -> str:
+    """The operation a point belongs to: the part of its name before the first dot."""
+    return name.split(".", 1)[0]
+
+
+def points_by_phase() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for name in CRASH_POINTS:
+        out.setdefault(phase_of(name), []).append(name)
+    return out
 
 
 def crash_point(name: str) -> None:

@@ -138,22 +138,28 @@ class ActiveTimeline:
     def _instant_path(self, instant: HoodieInstant) -> str:
         return f"{self.path}/{instant.file_name(self.layout_version)}"
 
+    def _create(self, instant: HoodieInstant, content: bytes) -> None:
+        """Create-if-absent (the content is synced before the name appears), then the directory is synced so the
+        new name survives a power loss: a durable commit never points at a vanished instant file."""
+        self.storage.create(self._instant_path(instant), content)
+        self.storage.fsync(self.path)
+
     def create_requested(self, action: str, timestamp: str, content: bytes = b"") -> HoodieInstant:
         instant = HoodieInstant(State.REQUESTED, action, timestamp)
-        self.storage.create(self._instant_path(instant), content)
+        self._create(instant, content)
         log.debug("created %s", instant)
         return self._added(instant).timeline.find(timestamp) or instant
 
     def transition_to_inflight(self, requested: HoodieInstant, content: bytes = b"") -> HoodieInstant:
         inflight = HoodieInstant(State.INFLIGHT, requested.action, requested.timestamp)
-        self.storage.create(self._instant_path(inflight), content)
+        self._create(inflight, content)
         self._added(inflight)
         return inflight
 
     def transition_to_complete(self, inflight: HoodieInstant, content: bytes = b"") -> HoodieInstant:
         completion = format_instant(parse_instant(self.new_instant_time())) if self.layout_version >= 2 else None
         completed = inflight.with_state(State.COMPLETED, completion)
-        self.storage.create(self._instant_path(completed), content)
+        self._create(completed, content)
         self._added(completed)
         log.info("completed %s", completed)
         return completed
