@@ -36,17 +36,12 @@ def validate_input(df: DataFrame, settings: TableSettings, op: WriteOperationTyp
                                f"(hoodie.datasource.write.precombine.field; columns: {', '.join(df.columns)})")
 
 
-PARTIAL_UPDATE_PAYLOADS = ("PartialUpdateAvroPayload", "OverwriteNonDefaultsWithLatestAvroPayload")
-
-
 def check_missing_columns(df: DataFrame, table_schema: pa.Schema | None, config: HoodieConfig,
                           op: WriteOperationType, base_path: str) -> None:
     """A batch must carry every column of the table (as Hudi: no silent nulls) unless
-    `hoodie.write.set.null.for.missing.columns` or a partial-update payload says otherwise; deletes need keys only."""
+    `hoodie.write.set.null.for.missing.columns` says otherwise (partial-update payloads, Hudi's other way, are not
+    supported by this engine); deletes need keys only."""
     if table_schema is None or op is WriteOperationType.DELETE or config.get(WK.SET_NULL_FOR_MISSING_COLUMNS):
-        return
-    payload = (config.get(WK.PAYLOAD_CLASS) or "").rsplit(".", 1)[-1]
-    if payload in PARTIAL_UPDATE_PAYLOADS:
         return
     given = {c.lower() for c in df.columns}
     missing = [f.name for f in data_schema(table_schema) if f.name.lower() not in given]
