@@ -57,6 +57,27 @@ def crash_point(name: str) -> None:
         os._exit(CRASH_EXIT_CODE)
 
 
+TASK_FAILURE_ENV_VAR = "HOODIE_TEST_FAIL_TASK"
+
+# points where a Spark task fails once (its first attempt, of its first partition) after doing its work, so that
+# Spark retries it: a retried task leaves a second file for the same file group and instant
+TASK_FAILURE_POINTS: dict[str, str] = {
+    "write.task_after_file": "a write task's data or log file is complete, the task fails before returning its stat",
+}
+
+
+def fail_task_once(name: str) -> None:
+    """Fail the first attempt of the first task here if the test environment names this point."""
+    wanted = os.environ.get(TASK_FAILURE_ENV_VAR)
+    if not wanted or name not in wanted.split(","):
+        return
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is not None and ctx.attemptNumber() == 0 and ctx.partitionId() == 0:
+        raise RuntimeError(f"injected failure of task attempt 0 at {name}")
+
+
 def crash_env(*names: str) -> dict[str, str]:
     """The environment entries that make a child process die at `names`."""
     unknown = [n for n in names if n not in CRASH_POINTS]

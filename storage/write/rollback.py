@@ -240,7 +240,23 @@ def rollback_failed_writes(meta_client: HoodieTableMetaClient,
     done += [rollback(meta_client, instant) for instant in failed_writes(meta_client, heartbeat)]
     if done:
         meta_client.reload()
+    remove_completed_leftovers(meta_client)
     return done
+
+
+def remove_completed_leftovers(meta_client: HoodieTableMetaClient) -> None:
+    """Markers and heartbeats of completed instants, left by a writer that died right after publishing
+    (they would otherwise stay forever; nothing reads them once the instant is complete)."""
+    from storage.write.heartbeat import HEARTBEAT_FOLDER
+
+    completed = {i.timestamp for i in meta_client.timeline.completed()}
+    storage = meta_client.storage
+    for entry in storage.list_dir(meta_client.temp_path):
+        if entry.name in completed:
+            delete_marker_dir(storage, entry.path)
+    for entry in storage.list_dir(f"{meta_client.meta_path}/{HEARTBEAT_FOLDER}"):
+        if entry.name in completed:
+            storage.delete(entry.path)
 
 
 def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
