@@ -113,3 +113,8 @@ class HoodieRollbackError(HoodieError, RuntimeError):
 class HoodieTableStateError(HoodieWriteError):
     """A write found the table in a state it must not write to: a table version it does not write, a directory
     that is not a Hudi table, an unknown table type, an instant rolled back under it."""
+
+
+class HoodieCorruptedMetadataError(HoodieError, ValueError):
+    """A metadata file (an instant file, `hoodie.properties`) is damaged: it does not parse, or its checksum does
+    not match; names the file."""

@@ -5,6 +5,7 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from storage.exception import HoodieCorruptedMetadataError
 from storage.io.storage import HoodieStorage
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.timeline.instant import Action, HoodieInstant, State, parse_instant_file_name
@@ -122,7 +123,9 @@ class ActiveTimeline:
         try:
             return HoodieCommitMetadata.from_bytes(data)
         except Exception as exc:  # a corrupt instant file must name itself
-            raise ValueError(f"cannot parse commit metadata of instant {instant}: {exc}") from exc
+            raise HoodieCorruptedMetadataError(f"cannot parse commit metadata of instant {instant} "
+                                               f"({self._files.get(instant, instant.file_name(self.layout_version))}): "
+                                               f"{exc}") from exc
 
     def requested_of(self, instant: HoodieInstant) -> HoodieInstant:
         for cand in self._files:
