@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
+from storage.exception import HoodieConfigError
+
 T = TypeVar("T")
 
 
@@ -212,7 +214,7 @@ class HoodieConfig:
         try:
             return prop.parser(raw)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"invalid value {raw!r} for option {prop.key}: {exc}") from None
+            raise HoodieConfigError(f"invalid value {raw!r} for option {prop.key}: {exc}") from None
 
     def get_or(self, prop: ConfigProperty[T], fallback: T) -> T:
         value = self.get(prop)

@@ -23,6 +23,10 @@ class HoodieTableNotFoundError(HoodieError, FileNotFoundError):
     """The path is not a Hudi table (no readable `.hoodie/hoodie.properties`)."""
 
 
+class HoodieConfigError(HoodieError, ValueError):
+    """An option or table property has a value that does not parse for its key (names the key and value)."""
+
+
 class HoodieCorruptedLogError(HoodieError):
     """A log file or block is malformed (bad framing, truncated content, undecodable records)."""
 

@@ -15,7 +15,7 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant, State
 from storage.exception import HoodieRollbackError
 from storage.testing.crash_points import crash_point
-from storage.write.heartbeat import HeartbeatSettings, is_writer_alive
+from storage.write.heartbeat import HeartbeatSettings, heartbeat_path, is_writer_alive
 from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
 
 log = logging.getLogger(__name__)
@@ -191,6 +191,7 @@ def _execute_rollback(meta_client: HoodieTableMetaClient, rollback_instant: Hood
 def _remove_rolled_back(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
     meta_client.active_timeline.delete_instant_files(instant_time)
     delete_marker_dir(meta_client.storage, meta_client.marker_dir(instant_time))
+    meta_client.storage.delete(heartbeat_path(meta_client.meta_path, instant_time))  # its dead writer's
 
 
 def _completed_rollback_of(meta_client: HoodieTableMetaClient, instant_time: str) -> HoodieInstant | None:
