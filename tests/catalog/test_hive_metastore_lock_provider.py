@@ -3,10 +3,9 @@ holder (another client, as another process would be), a queued request is withdr
 transaction manager picks the provider by Hudi's class name."""
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
+from lock_contention import count_overlaps
 
 import catalog  # noqa: F401 - registers the provider
 from catalog.hive_metastore_lock_provider import CLASS_NAME, HiveMetastoreBasedLockProvider
@@ -49,22 +48,7 @@ def test_transaction_manager_with_metastore_lock(tmp_path, embedded_metastore):
     managers = [TransactionManager(ctx.base_path, ctx.meta_path, ctx.storage,
                                    ctx.config.with_values({LK.WAIT_TIME_MS.key: "20000"}), "txn_t")
                 for _ in range(2)]
-    inside, overlaps = [0], [0]
-
-    def work(m):
-        for _ in range(5):
-            with m.transaction():
-                inside[0] += 1
-                overlaps[0] += inside[0] > 1
-                time.sleep(0.02)
-                inside[0] -= 1
-
-    threads = [threading.Thread(target=work, args=(m,)) for m in managers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert overlaps[0] == 0
+    assert count_overlaps(managers, rounds=5, hold_s=0.02) == 0
     holder = HiveMetastoreBasedLockProvider(ctx)
     try:
         assert holder.try_lock(1)

@@ -6,10 +6,10 @@ import os
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 
 import pytest
+from lock_contention import count_overlaps
 
 from storage.config import HoodieConfig
 from storage.config import LockConfigKeys as LK
@@ -32,31 +32,10 @@ def _manager(tmp_path, provider: str, **extra) -> TransactionManager:
     return TransactionManager(str(tmp_path), str(meta), HoodieStorage.for_path(str(tmp_path)), config, "t")
 
 
-def _contend(managers: list[TransactionManager], rounds: int = 30) -> int:
-    """Threads increment a counter non-atomically inside transactions; returns the overlaps seen."""
-    inside, overlaps = [0], [0]
-
-    def work(m: TransactionManager):
-        for _ in range(rounds):
-            with m.transaction("test"):
-                inside[0] += 1
-                if inside[0] > 1:
-                    overlaps[0] += 1
-                time.sleep(0.001)
-                inside[0] -= 1
-
-    threads = [threading.Thread(target=work, args=(m,)) for m in managers]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return overlaps[0]
-
-
 @pytest.mark.parametrize("provider", [IN_PROCESS, FS])
 def test_providers_exclude_concurrent_holders(tmp_path, provider):
     slow = {LK.WAIT_TIME_MS.key: "10000"}
-    assert _contend([_manager(tmp_path, provider, **slow) for _ in range(3)]) == 0
+    assert count_overlaps([_manager(tmp_path, provider, **slow) for _ in range(3)]) == 0
     assert not (tmp_path / ".hoodie" / "lock").exists()  # released
 
 
