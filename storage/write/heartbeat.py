@@ -1,9 +1,9 @@
 """Writer heartbeats (Hudi's HoodieHeartbeatClient): `.hoodie/.heartbeat/<instant>` touched while a write or
 table service runs that instant.
 
-A pending instant is only rolled back as failed when its writer is gone: its heartbeat is older than
-`hoodie.client.heartbeat.interval_in_ms` x (`hoodie.client.heartbeat.tolerable.misses` + 1), it was written on this
-host by a process that no longer exists, or there is none. Java Hudi's heartbeat files are empty: their
+A pending instant is only rolled back as failed when its writer is gone: written on this host, by a process that
+no longer exists; written elsewhere, older than `hoodie.client.heartbeat.interval_in_ms` x
+(`hoodie.client.heartbeat.tolerable.misses` + 1); or there is none. Java Hudi's heartbeat files are empty: their
 modification time is the beat.
 
 The heartbeat starts before the instant's requested file exists, so a pending instant without a live
@@ -147,9 +147,9 @@ def is_writer_alive(storage: HoodieStorage, meta_path: str, instant_time: str,
         text, mtime = "", 0.0
     info = _parse(text)
     if info.get("host") == socket.gethostname() and "pid" in info:
+        # on this host the process table is the truth: a late beat of a running (busy) writer is not its death
         with contextlib.suppress(TypeError, ValueError):
-            if not pid_alive(int(info["pid"])):
-                return False
+            return pid_alive(int(info["pid"]))
     try:
         beat = float(info.get("time", mtime))
     except (TypeError, ValueError):
