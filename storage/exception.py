@@ -86,3 +86,24 @@ class HoodieCompactionError(HoodieError, ValueError):
 
 class HoodieCompactionExecutionError(HoodieError, ValueError):
     """A compaction task failed while rewriting a file slice."""
+
+
+class HoodieTableServiceError(HoodieError, ValueError):
+    """A table service (clean, archival, savepoint, restore) was rejected: bad options, a missing instant, a
+    table version we do not write; nothing was changed."""
+
+
+class HoodieCleanError(HoodieTableServiceError):
+    """A clean cannot be planned or run (an unknown policy, a retention that breaks a rule)."""
+
+
+class HoodieArchivalError(HoodieTableServiceError):
+    """Archival cannot run as configured (`hoodie.keep.*` against `hoodie.cleaner.commits.retained`)."""
+
+
+class HoodieSavepointError(HoodieTableServiceError):
+    """A savepoint cannot be created or deleted (no such completed commit, already cleaned, not savepointed)."""
+
+
+class HoodieRestoreError(HoodieTableServiceError):
+    """A restore cannot run (no such savepoint or instant, the instant was archived)."""
