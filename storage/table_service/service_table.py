@@ -16,9 +16,17 @@ def service_meta_client(table: HoodieTableMetaClient | str, service: str, spark=
         meta = HoodieTableMetaClient.load_in_session(spark, table, options)
     else:
         meta = HoodieTableMetaClient.load(table)
+    _refuse_other_versions(meta, service)
+    if service != "restore" and len(meta.timeline.pending().of_actions(["restore"])):
+        from storage.table_service.restore import finish_pending_restores
+
+        finish_pending_restores(meta)  # nothing runs on a table a killed restore left half-way
+    return meta
+
+
+def _refuse_other_versions(meta: HoodieTableMetaClient, service: str) -> None:
     version = meta.table_config.version
     if version not in SUPPORTED_WRITE_VERSIONS:
         raise HoodieTableServiceError(
             f"{service} refused on {meta.base_path}: it has table version {version} and table services write "
             f"table version {', '.join(map(str, SUPPORTED_WRITE_VERSIONS))} only (the table is unchanged)")
-    return meta

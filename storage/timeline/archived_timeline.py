@@ -105,10 +105,11 @@ class ArchivedEntry:
 class HoodieArchivedTimeline:
     """The archived instants of a table between `start` and `end` (inclusive, instant times; None = open)."""
 
-    def __init__(self, meta: HoodieTableMetaClient, start: str | None = None, end: str | None = None):
+    def __init__(self, meta: HoodieTableMetaClient, start: str | None = None, end: str | None = None,
+                 load: bool = True):
         self.meta = meta
         entries: dict[tuple[str, str, str], ArchivedEntry] = {}
-        for info in list_archive_files(meta):
+        for info in list_archive_files(meta) if load else []:
             for record in read_archive_records(meta, info.path):
                 instant = entry_instant(record)
                 if instant is None or (start and instant.timestamp < start) or (end and instant.timestamp > end):
@@ -124,6 +125,13 @@ class HoodieArchivedTimeline:
     def metadata(self, instant: HoodieInstant) -> dict[str, Any] | None:
         entry = self._completed.get(instant)
         return entry.metadata() if entry else None
+
+    def compaction_plan(self, instant_time: str) -> dict[str, Any] | None:
+        """The plan of an archived compaction (its requested entry), None if `instant_time` was no compaction."""
+        for e in self.entries:
+            if e.instant.timestamp == instant_time and e.instant.action == Action.COMPACTION:
+                return e.record.get("hoodieCompactionPlan")
+        return None
 
     def commit_metadata(self, instant: HoodieInstant) -> HoodieCommitMetadata:
         """A completed commit / deltacommit / replacecommit's metadata (the Avro form reads as the JSON one)."""

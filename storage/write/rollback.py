@@ -152,6 +152,10 @@ def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequ
 
 
 def rollback_failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
+    if meta_client.timeline.pending().of_actions([Action.RESTORE]):
+        from storage.table_service.restore import finish_pending_restores
+
+        finish_pending_restores(meta_client)  # a restore that died half-way is finished before any write
     done = [rollback(meta_client, instant) for instant in failed_writes(meta_client)]
     if done:
         meta_client.reload()
