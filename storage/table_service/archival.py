@@ -280,12 +280,12 @@ def archive(table: HoodieTableMetaClient | str, options: dict[str, str] | None =
     meta = service_meta_client(table, "archival", spark, options)
     config = HoodieConfig.of(options or {})
     check_archival_config(config)
+    _settle_interrupted_merge(meta)
     instants = instants_to_archive(meta, config)
     completed = [i for i in instants if i.is_completed]
     if not completed or len(completed) < config.get(AK.COMMITS_ARCHIVAL_BATCH_SIZE):
         log.debug("no instants to archive in %s", meta.base_path)
         return []
-    _settle_interrupted_merge(meta)
     path = _write_archive_block(meta, [archived_entry(meta, i) for i in instants])
     crash_point("archive.after_write")
     for instant in completed:
