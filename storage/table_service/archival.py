@@ -246,8 +246,7 @@ def _avro_stat(stat: dict[str, Any], fields: list[str]) -> dict[str, Any]:
 
 
 def _write_archive_block(meta: HoodieTableMetaClient, records: list[dict[str, Any]]) -> str:
-    """Append one AVRO_DATA_BLOCK of entries to the latest archive file (a new version where there is no
-    append); returns the file written. The block's header holds the SCHEMA only, as Hudi's archiver writes it."""
+    """Append the entries to the latest archive file (a new version where there is no append); the file."""
     files = list_archive_files(meta)
     latest = archive_file_version(files[-1].name) if files else None
     if latest is not None and meta.storage.supports_append:
@@ -256,11 +255,17 @@ def _write_archive_block(meta: HoodieTableMetaClient, records: list[dict[str, An
         name = archive_file_name((latest or 0) + 1)
     path = f"{archive_folder(meta)}/{name}"
     meta.storage.mkdirs(archive_folder(meta))
+    _append_entries(meta, path, records)
+    return path
+
+
+def _append_entries(meta: HoodieTableMetaClient, path: str, records: list[dict[str, Any]]) -> None:
+    """One AVRO_DATA_BLOCK of HoodieArchivedMetaEntry records whose header holds the SCHEMA only (no instant
+    time), as Hudi's archiver writes it."""
     block = AvroDataBlock.from_records(records, _ENTRY_SCHEMA_JSON, "")
     block.header.pop(HeaderMetadataType.INSTANT_TIME, None)
     with HoodieLogFormatWriter(path, storage=meta.storage) as writer:
         writer.append_block(block)
-    return path
 
 
 def _delete_archived_instants(meta: HoodieTableMetaClient, instants: list[HoodieInstant]) -> None:
@@ -320,11 +325,7 @@ def merge_small_archive_files(meta: HoodieTableMetaClient, config: HoodieConfig)
     plan = {"candidate": [c.name for c in candidates], "mergedArchiveFileName": merged_name}
     meta.storage.write_atomic(f"{folder}/{MERGE_ARCHIVE_PLAN_NAME}", write_avro_container(_merge_plan_schema(), plan))
     crash_point("archive.merge_after_plan")
-    records = [r for c in candidates for r in read_archive_records(meta, c.path)]
-    block = AvroDataBlock.from_records(records, _ENTRY_SCHEMA_JSON, "")
-    block.header.pop(HeaderMetadataType.INSTANT_TIME, None)
-    with HoodieLogFormatWriter(f"{folder}/{merged_name}", storage=meta.storage) as writer:
-        writer.append_block(block)
+    _append_entries(meta, f"{folder}/{merged_name}", [r for c in candidates for r in read_archive_records(meta, c.path)])
     crash_point("archive.merge_after_write")
     for c in candidates:
         meta.storage.delete(c.path)
