@@ -7,6 +7,7 @@ import shutil
 import tempfile
 import time
 
+from bench.engines.ours import EXTRA_OPTIONS
 from bench.runner import ALL_ENGINES, BenchConfig, run
 from bench.workloads import ORDER, WORKLOADS
 
@@ -30,6 +31,8 @@ def parse(argv: list[str] | None = None) -> BenchConfig:
     p.add_argument("--workdir", default=None, help="where tables are written (default: a temp dir, removed)")
     p.add_argument("--results", default=None, help="results directory (default bench/results)")
     p.add_argument("--driver-memory", default="8g", help="Spark driver memory (local mode: the whole JVM)")
+    p.add_argument("--hoodie", action="append", default=[], metavar="KEY=VALUE",
+                   help="an extra hoodie.* write option of the ours_df lane (repeatable)")
     p.add_argument("--no-chart", action="store_true")
     a = p.parse_args(argv)
     bad = set(a.only) - set(ORDER)
@@ -39,6 +42,11 @@ def parse(argv: list[str] | None = None) -> BenchConfig:
                       workdir=a.workdir, chart=not a.no_chart)
     if a.results:
         cfg.results_dir = a.results
+    for item in a.hoodie:
+        key, sep, value = item.partition("=")
+        if not sep or not key.startswith("hoodie."):
+            p.error(f"--hoodie {item!r}: expected hoodie.KEY=VALUE")
+        EXTRA_OPTIONS[key.strip()] = value.strip()
     cfg.driver_memory = a.driver_memory  # type: ignore[attr-defined]  (session option, not a result field)
     return cfg
 

@@ -274,3 +274,34 @@ class CompactionConfigKeys:
                      "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy", str)
     TARGET_IO = _prop("hoodie.compaction.target.io", 512000, int)  # MB, as Hudi
     LOGFILE_SIZE_THRESHOLD = _prop("hoodie.compaction.logfile.size.threshold", 0, int)
+
+
+class CleanConfigKeys:
+    """Apache Hudi's cleaner options (`HoodieCleanConfig`), used by storage/table_service/clean*.py."""
+
+    AUTO_CLEAN = _prop("hoodie.clean.automatic", True, parse_bool)
+    ASYNC_CLEAN = _prop("hoodie.clean.async", False, parse_bool)
+    POLICY = _prop("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS", str)
+    COMMITS_RETAINED = _prop("hoodie.cleaner.commits.retained", 10, int)
+    FILE_VERSIONS_RETAINED = _prop("hoodie.cleaner.fileversions.retained", 3, int)
+    HOURS_RETAINED = _prop("hoodie.cleaner.hours.retained", 24, int)
+    INCREMENTAL_MODE = _prop("hoodie.cleaner.incremental.mode", True, parse_bool)
+    TRIGGER_STRATEGY = _prop("hoodie.clean.trigger.strategy", "NUM_COMMITS", str)
+    MAX_COMMITS = _prop("hoodie.clean.max.commits", 1, int)
+    PARALLELISM = _prop("hoodie.cleaner.parallelism", 200, int)
+    ALLOW_MULTIPLE = _prop("hoodie.clean.allow.multiple", True, parse_bool)
+
+
+class ArchivalConfigKeys:
+    """Apache Hudi's archival options (`HoodieArchivalConfig`, defaults of Hudi 0.14: min 20 / max 30 instants;
+    the seed's 145 / 150 are older defaults), used by storage/table_service/archival.py."""
+
+    AUTO_ARCHIVE = _prop("hoodie.archive.automatic", True, parse_bool)
+    ASYNC_ARCHIVE = _prop("hoodie.archive.async", False, parse_bool)
+    MIN_COMMITS_TO_KEEP = _prop("hoodie.keep.min.commits", 20, int)
+    MAX_COMMITS_TO_KEEP = _prop("hoodie.keep.max.commits", 30, int)
+    COMMITS_ARCHIVAL_BATCH_SIZE = _prop("hoodie.commits.archival.batch", 10, int)
+    ARCHIVE_BEYOND_SAVEPOINT = _prop("hoodie.archive.beyond.savepoint", False, parse_bool)
+    MERGE_ENABLE = _prop("hoodie.archive.merge.enable", False, parse_bool)
+    MERGE_SMALL_FILE_LIMIT_BYTES = _prop("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int)
+    MERGE_FILES_BATCH_SIZE = _prop("hoodie.archive.merge.files.batch.size", 10, int)

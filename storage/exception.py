@@ -122,3 +122,24 @@ class HoodieTableStateError(HoodieWriteError):
 class HoodieCorruptedMetadataError(HoodieError, ValueError):
     """A metadata file (an instant file, `hoodie.properties`) is damaged: it does not parse, or its checksum does
     not match; names the file."""
+
+
+class HoodieTableServiceError(HoodieError, ValueError):
+    """A table service (clean, archival, savepoint, restore) was rejected: bad options, a missing instant, a
+    table version we do not write; nothing was changed."""
+
+
+class HoodieCleanError(HoodieTableServiceError):
+    """A clean cannot be planned or run (an unknown policy, a retention that breaks a rule)."""
+
+
+class HoodieArchivalError(HoodieTableServiceError):
+    """Archival cannot run as configured (`hoodie.keep.*` against `hoodie.cleaner.commits.retained`)."""
+
+
+class HoodieSavepointError(HoodieTableServiceError):
+    """A savepoint cannot be created or deleted (no such completed commit, already cleaned, not savepointed)."""
+
+
+class HoodieRestoreError(HoodieTableServiceError):
+    """A restore cannot run (no such savepoint or instant, the instant was archived)."""

@@ -44,6 +44,10 @@ class SparkInput:
         self.cached.clear()
 
 
+# `python -m bench --hoodie k=v`: extra write options of the ours_df lane (e.g. an index type to compare)
+EXTRA_OPTIONS: dict[str, str] = {}
+
+
 def hudi_options(name: str, table_type: str) -> dict[str, str]:
     return {
         "hoodie.table.name": name,
@@ -53,6 +57,7 @@ def hudi_options(name: str, table_type: str) -> dict[str, str]:
         "hoodie.datasource.write.partitionpath.field": PARTITION,
         "hoodie.datasource.write.hive_style_partitioning": "true",
         "hoodie.datasource.hive_sync.enable": "false",
+        **EXTRA_OPTIONS,
     }
 
 

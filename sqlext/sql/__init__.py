@@ -8,11 +8,11 @@ from sqlext.sql.errors import HoodieSqlError  # noqa: F401
 from sqlext.sql.resolver import HudiTableRef, TableName, TableResolver, WarehouseResolver  # noqa: F401
 
 __all__ = ["HoodieSqlError", "HudiTableRef", "TableName", "TableResolver", "WarehouseResolver", "SqlFrontEnd",
-           "install", "uninstall"]
+           "install", "installed", "uninstall"]
 
 
 def __getattr__(name: str):
-    if name in ("install", "uninstall", "SqlFrontEnd"):
+    if name in ("install", "installed", "uninstall", "SqlFrontEnd"):
         from sqlext.sql import interceptor
 
         return getattr(interceptor, name)

@@ -6,10 +6,11 @@ statements before it in the same string have run.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import sqlglot
 from pyspark.sql import DataFrame, SparkSession
@@ -260,3 +261,18 @@ def uninstall(spark: SparkSession) -> None:
     if current is not None:
         spark.sql = current.original_sql
         del spark._sqlext_frontend
+
+
+@contextlib.contextmanager
+def installed(spark: SparkSession, resolver: TableResolver) -> Iterator[SparkSession]:
+    """`spark` with the front end on `resolver` for the block; afterwards the session's previous front end (and
+    resolver) is back, or the plain `spark.sql` if it had none."""
+    previous = getattr(spark, "_sqlext_frontend", None)
+    install(spark, resolver)
+    try:
+        yield spark
+    finally:
+        if previous is not None:
+            install(spark, previous.resolver)
+        else:
+            uninstall(spark)

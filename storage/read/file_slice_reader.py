@@ -104,7 +104,7 @@ class FileSliceReadContext:
         valid = frozenset(i.timestamp for i in timeline.completed().write_timeline()
                           if as_of is None or point(i) <= as_of)
         pending = frozenset(i.timestamp for i in timeline.pending())
-        first = timeline.first()
+        first = timeline.commits_timeline_start()
         ordering = config.precombine_field or None
         props = dict(config.props)
         return cls(
@@ -113,7 +113,7 @@ class FileSliceReadContext:
             timeline_layout_version=config.timeline_layout_version,
             valid_instants=valid,
             pending_instants=pending,
-            first_active_instant=first.timestamp if first else None,
+            first_active_instant=first,
             as_of=as_of,
             merge_mode=resolve_merge_mode(props, ordering, options),
             ordering_field=ordering,

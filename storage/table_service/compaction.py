@@ -86,12 +86,17 @@ def read_plan(meta_client: HoodieTableMetaClient, instant_time: str) -> dict[str
     return read_avro_container(data) if data else {"operations": []}
 
 
-def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[tuple[str, str]]:
-    out = set()
+def pending_compaction_operations(meta_client: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> base instant of the slice each pending compaction compacts."""
+    out = {}
     for inst in meta_client.timeline.pending().of_actions([Action.COMPACTION]):
         for op in read_plan(meta_client, inst.timestamp).get("operations") or []:
-            out.add((op.get("partitionPath") or "", op["fileId"]))
+            out[(op.get("partitionPath") or "", op["fileId"])] = op.get("baseInstantTime") or ""
     return out
+
+
+def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[tuple[str, str]]:
+    return set(pending_compaction_operations(meta_client))
 
 
 def schedule_compaction(meta_client_or_path: HoodieTableMetaClient | str,

@@ -31,6 +31,16 @@ CRASH_POINTS: dict[str, str] = {
     "rollback.after_inflight": "a rollback is inflight; no file of the failed write is deleted yet",
     "rollback.after_files_deleted": "a rollback deleted the failed write's files, its completed instant does not exist",
     "rollback.after_commit": "a rollback completed; the failed write's instant files and markers remain",
+    "clean.after_plan": "a clean's plan is saved as <t>.clean.requested, nothing executed",
+    "clean.after_inflight": "a clean is inflight, no file deleted yet",
+    "clean.after_deletes": "a clean deleted its files, <t>.clean is not written",
+    "archive.after_write": "archived instants are written to the archive file, none deleted from the active timeline",
+    "archive.between_deletes": "archived instants' requested / inflight files are deleted, their completed ones not",
+    "archive.merge_after_plan": "a merge of small archive files has its plan saved, no merged file yet",
+    "archive.merge_after_write": "the merged archive file is written, the small files it replaces not deleted",
+    "savepoint.after_inflight": "<t>.savepoint.inflight exists, the completed savepoint does not",
+    "restore.after_plan": "a restore's plan is saved as <t>.restore.requested, nothing rolled back",
+    "restore.between_rollbacks": "a restore rolled back its newest instant, the older ones not yet",
 }
 
 

@@ -13,6 +13,10 @@ from storage.timeline.instant_time import format_instant, new_instant_time, pars
 
 log = logging.getLogger(__name__)
 
+# HoodieTimeline.getCommitsAndCompactionTimeline: the actions whose instants publish or will publish data files
+COMMITS_TIMELINE_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
+                                      Action.LOG_COMPACTION, Action.CLUSTERING})
+
 
 @dataclass(frozen=True)
 class HoodieTimeline:
@@ -69,6 +73,17 @@ class HoodieTimeline:
             if i.timestamp == ts:
                 return i
         return None
+
+    def commits_timeline_start(self) -> str | None:
+        """The time of the first write or table-service instant (any state): write instants older than it were
+        archived after completing (Hudi's `isBeforeTimelineStarts`). Clean, rollback and savepoint instants are
+        archived on their own schedule, so they do not mark the start."""
+        first = self.of_actions(COMMITS_TIMELINE_ACTIONS).first()
+        return first.timestamp if first else None
+
+    def is_before_timeline_starts(self, instant_time: str) -> bool:
+        start = self.commits_timeline_start()
+        return start is not None and instant_time < start
 
 
 class ActiveTimeline:
@@ -166,6 +181,12 @@ class ActiveTimeline:
         self._added(completed)
         log.info("completed %s", completed)
         return completed
+
+    def delete_instant_file(self, instant: HoodieInstant) -> None:
+        """Remove one instant file (archival, savepoint deletion); absent is fine (a retried service)."""
+        path = self._files.get(instant) or self._instant_path(instant)
+        self.storage.delete(path)
+        self._rebuild({i: p for i, p in self._files.items() if i != instant})
 
     def delete_instant_files(self, timestamp: str) -> None:
         """Remove every file of a pending instant (after its rollback completed)."""

@@ -233,9 +233,13 @@ def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequ
 
 def rollback_failed_writes(meta_client: HoodieTableMetaClient,
                            heartbeat: HeartbeatSettings | None = None) -> list[HoodieInstant]:
-    """Finish the rollbacks that died half-way, then roll back every pending write whose writer is gone.
-    Callers with concurrent writers run it under the table lock (storage.transaction)."""
+    """Finish the rollbacks and restores that died half-way, then roll back every pending write whose writer is
+    gone. Callers with concurrent writers run it under the table lock (storage.transaction)."""
     done = [resume_rollback(meta_client, r, plan) for r, _, plan in pending_rollbacks(meta_client)]
+    if meta_client.timeline.pending().of_actions([Action.RESTORE]):
+        from storage.table_service.restore import finish_pending_restores
+
+        done += finish_pending_restores(meta_client)  # a restore that died half-way is finished before any write
     if done:
         meta_client.reload()
     done += [rollback(meta_client, instant) for instant in failed_writes(meta_client, heartbeat)]

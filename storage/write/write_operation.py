@@ -33,6 +33,7 @@ from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
+from storage.table_service.table_services import validate_service_options
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
 from storage.timeline.instant import Action, HoodieInstant
@@ -127,6 +128,7 @@ class WriteOperation:
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
 
     def run(self, df: DataFrame) -> WriteResult:
+        validate_service_options(self.config)  # a bad retention fails before anything is written
         tally = RequestTally(self.spark)
         failed_writes_policy(self.config)  # invalid concurrency settings fail before anything runs
         check_strategy(self.config)

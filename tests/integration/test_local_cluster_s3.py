@@ -1,4 +1,4 @@
-"""The S3 flows on `local-cluster[2,1,1024]` — two executor JVMs, each with its own Python workers, as on a real
+"""The S3 flows on `local-cluster[2,1,2048]` — two executor JVMs, each with its own Python workers, as on a real
 cluster — against moto's S3 server: the executors reach the table through the URI and the Spark conf's
 credentials alone, and hudi-rs reading the bucket agrees with what the cluster read."""
 from __future__ import annotations
@@ -34,7 +34,7 @@ def test_flows_on_local_cluster_against_s3(s3_server, tmp_path):
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HIVE_METASTORE_URIS"):
         env.pop(name, None)  # credentials come from the Spark conf only
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("cluster_flows.py")), "local-cluster[2,1,1024]",
+        [sys.executable, str(Path(__file__).with_name("cluster_flows.py")), "local-cluster[2,1,2048]",
          s3_server.url, ACCESS_KEY, SECRET_KEY, bucket],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-4000:]

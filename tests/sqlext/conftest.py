@@ -30,26 +30,22 @@ def warehouse(tmp_path):
 
 @pytest.fixture
 def hudi_sql(spark, warehouse):
-    """`spark` with the Hudi SQL front end on a fresh warehouse; restores the plain `spark.sql` after."""
-    from sqlext.sql import WarehouseResolver, install, uninstall
+    """`spark` with the Hudi SQL front end on a fresh warehouse; the session's own front end is back after."""
+    from sqlext.sql import WarehouseResolver, installed
 
     warehouse.mkdir(parents=True, exist_ok=True)
-    install(spark, WarehouseResolver(str(warehouse)))
-    yield spark
-    uninstall(spark)
+    with installed(spark, WarehouseResolver(str(warehouse))):
+        yield spark
 
 
 @pytest.fixture(scope="module")
 def seed_table(spark, tmp_path_factory):
     """Base path of a partitioned Hudi table holding SEED_ROWS (one CREATE + one INSERT, once per module)."""
-    from sqlext.sql import WarehouseResolver, install, uninstall
+    from sqlext.sql import WarehouseResolver, installed
 
     wh = tmp_path_factory.mktemp("seed-warehouse")
-    install(spark, WarehouseResolver(str(wh)))
-    try:
+    with installed(spark, WarehouseResolver(str(wh))):
         spark.sql(SEED_DDL.format(name="seed") + "; INSERT INTO seed VALUES " + values_sql(SEED_ROWS))
-    finally:
-        uninstall(spark)
     return wh / "seed"
 
 

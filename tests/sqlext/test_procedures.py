@@ -45,14 +45,11 @@ def _base_files(path) -> list[tuple[str, str, int]]:
 @pytest.fixture(scope="module")
 def history_table(spark, tmp_path_factory):
     """A partitioned COW table with three commits (insert, insert, update), written once per module."""
-    from sqlext.sql import WarehouseResolver, install, uninstall
+    from sqlext.sql import WarehouseResolver, installed
 
     wh = tmp_path_factory.mktemp("proc-warehouse")
-    install(spark, WarehouseResolver(str(wh)))
-    try:
+    with installed(spark, WarehouseResolver(str(wh))):
         spark.sql("; ".join([DDL.format(name="hist", extra="")] + [w.format(name="hist") for w in WRITES]))
-    finally:
-        uninstall(spark)
     return wh / "hist"
 
 
