@@ -47,7 +47,9 @@ def create_savepoint(table: HoodieTableMetaClient | str, commit_time: str, user:
     record = _savepoint_record(meta, commit_time, user, comments)
     timeline = meta.active_timeline
     inflight = HoodieInstant(State.INFLIGHT, Action.SAVEPOINT, commit_time)
-    meta.storage.create(f"{timeline.path}/{inflight.file_name(1)}")
+    if not meta.timeline.pending().of_actions([Action.SAVEPOINT]).contains_timestamp(commit_time):
+        meta.storage.create(f"{timeline.path}/{inflight.file_name(1)}")
+    # else: a savepoint of this commit died before completing; this call finishes it
     crash_point("savepoint.after_inflight")
     done = timeline.reload().transition_to_complete(inflight, write_avro_container(HOODIE_SAVEPOINT_METADATA, record))
     meta.reload()

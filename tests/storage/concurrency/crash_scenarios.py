@@ -54,6 +54,17 @@ class Scenario:
     committed: Callable[[dict], dict] = field(default=lambda s: s)
     recover: str = "write"
     failed_write_first: bool = False  # leave a crashed write behind before the child runs (rollback phase)
+    # table services: the state read after a crash at a point (default: `committed` after the commit point),
+    # the service run again in the test process (Python source, like `child`) and the state it leaves
+    crashed: Callable[[str, dict], dict] | None = None
+    rerun: str = ""
+    recovered: Callable[[dict], dict] = field(default=lambda s: s)
+    needs_spark: bool = True  # the services run without Spark in the child (deletes in a local pool): faster
+
+    def state_after_crash(self, point: str, state: dict) -> dict:
+        if self.crashed is not None:
+            return self.crashed(point, state)
+        return self.committed(state) if "after_commit" in point else state
 
 
 def _write_child(batch, operation):
@@ -74,6 +85,51 @@ _WRITE_VARIANTS = {
                                      lambda s: apply(s, OVERWRITE, "insert_overwrite")),
 }
 
+# table services: clean (retain 1 commit) and archival (keep 2..3) over four commits, a savepoint of the first
+# commit, a restore to it; with automatic services off so that only the child runs them
+_OFF = "{**opts, 'hoodie.clean.automatic': 'false', 'hoodie.archive.automatic': 'false'}"
+_KEEP = ("{**opts, 'hoodie.clean.automatic': 'false', 'hoodie.archive.automatic': 'false', "
+         "'hoodie.keep.min.commits': '2', 'hoodie.keep.max.commits': '3', 'hoodie.cleaner.commits.retained': '1', "
+         "'hoodie.commits.archival.batch': '1'}")
+_FIRST = ("from storage.table.meta_client import HoodieTableMetaClient\n"
+          "first = HoodieTableMetaClient.load(path).timeline.completed().write_timeline().timestamps()[0]\n")
+_FOUR = ((SEED, "upsert"), (UPDATE, "upsert"), (DELETE, "delete"), (OVERWRITE, "upsert"))
+_SIX = _FOUR + ((UPDATE, "upsert"), (OVERWRITE, "upsert"))
+_CLEAN = f"from storage.table_service.clean import run_clean\nrun_clean(spark, path, {_KEEP})"
+_ARCHIVE = f"from storage.table_service.archival import archive\narchive(path, {_KEEP})"
+_MERGE = ("{**opts, 'hoodie.clean.automatic': 'false', 'hoodie.archive.automatic': 'false', "
+          "'hoodie.keep.min.commits': '2', 'hoodie.keep.max.commits': '3', 'hoodie.cleaner.commits.retained': '1', "
+          "'hoodie.commits.archival.batch': '1', 'hoodie.archive.merge.enable': 'true', "
+          "'hoodie.archive.merge.files.batch.size': '2'}")
+# two small archive files to merge (six commits): archive down to 4 commits, copy the file as a second version (as object
+# stores write one file per archival), then archive with merging on (the crashing call)
+_ARCHIVE_MERGE = ("import os, shutil\nfrom storage.table_service.archival import archive\n"
+                  f"archive(path, {{**{_KEEP}, 'hoodie.keep.min.commits': '4', 'hoodie.keep.max.commits': '5'}})\n"
+                  "folder = os.path.join(path, '.hoodie', 'archived')\n"
+                  "shutil.copy(os.path.join(folder, '.commits_.archive.1_1-0-1'), "
+                  "os.path.join(folder, '.commits_.archive.2_1-0-1'))\n"
+                  f"archive(path, {_MERGE})")
+_SAVEPOINT = _FIRST + "from storage.table_service.savepoint import create_savepoint\ncreate_savepoint(path, first)"
+_RESTORE = _FIRST + "from storage.table_service.restore import restore_to_instant\nrestore_to_instant(path, first)"
+_RESTORED = lambda s: apply({}, SEED, "upsert")  # noqa: E731 - the first commit's rows
+
+
+def _restore_crashed(point: str, state: dict) -> dict:
+    # between rollbacks: the newest commit (OVERWRITE's upsert) is rolled back, the older ones not yet
+    return {k: v for k, v in state.items() if k != OVERWRITE[0][0]} if point == "restore.between_rollbacks" else state
+
+
+_SERVICE_SCENARIOS = {
+    "clean": Scenario("clean_cow", False, _FOUR, _CLEAN, rerun=_CLEAN),
+    "archive": Scenario("archive_cow", False, _FOUR, _ARCHIVE, rerun=_ARCHIVE, needs_spark=False),
+    "savepoint": Scenario("savepoint_cow", False, _FOUR, _SAVEPOINT, rerun=_SAVEPOINT, needs_spark=False),
+    "restore": Scenario("restore_cow", False, _FOUR, _RESTORE, crashed=_restore_crashed, needs_spark=False,
+                        rerun="from storage.table_service.restore import finish_pending_restores\n"
+                              "from storage.table.meta_client import HoodieTableMetaClient\n"
+                              "finish_pending_restores(HoodieTableMetaClient.load(path))",
+                        recovered=_RESTORED),
+}
+
 # phase -> point -> scenarios (points not listed use the phase's "*" entry)
 SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
     "write": {
@@ -90,6 +146,12 @@ SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
         "*": [Scenario("rollback_mor", True, ((SEED, "upsert"),), _write_child(DELETE, "delete"),
                        failed_write_first=True)],
     },
+    **{phase: {"*": [scenario]} for phase, scenario in _SERVICE_SCENARIOS.items()},
+    "archive": {"*": [_SERVICE_SCENARIOS["archive"]],
+                **dict.fromkeys(("archive.merge_after_plan", "archive.merge_after_write"),
+                                [Scenario("archive_merge_cow", False, _SIX, _ARCHIVE_MERGE, needs_spark=False,
+                                          rerun=f"from storage.table_service.archival import archive\n"
+                                                f"archive(path, {_MERGE})")])},
 }
 
 

@@ -58,12 +58,12 @@ def _leave_failed_write(spark, path, options, monkeypatch):
 
 
 def _run_child(point: str, scenario: Scenario, path: str, options: dict, cwd) -> None:
-    script = textwrap.dedent("""
+    session = textwrap.dedent("""
         import sqlext
         spark = sqlext.session(master="local[1]", conf={"spark.ui.enabled": "false",
                                "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false"})
-        path, opts = %r, %r
-    """ % (path, options)) + scenario.child + "\nraise SystemExit('the crash point was never reached')\n"
+    """) if scenario.needs_spark else "spark = None\n"
+    script = session + "path, opts = %r, %r\n" % (path, options) + scenario.child + "\nraise SystemExit('the crash point was never reached')\n"
     env = {**os.environ, **crash_env(point)}
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(cwd), capture_output=True, timeout=600)
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr.decode()[-3000:]
@@ -85,7 +85,7 @@ def _assert_settled(path: str) -> None:
 
 def test_every_point_is_declared_once_by_phase():
     assert sum(len(p) for p in points_by_phase().values()) == len(CRASH_POINTS)
-    assert {"write", "compaction", "rollback"} <= set(points_by_phase())
+    assert {"write", "compaction", "rollback", "clean", "archive", "savepoint", "restore"} <= set(points_by_phase())
 
 
 @pytest.mark.parametrize("point, scenario, missing", _cases())
@@ -102,12 +102,14 @@ def test_crash_point(spark, tmp_path, monkeypatch, point, scenario, missing):
         _leave_failed_write(spark, path, options, monkeypatch)
 
     _run_child(point, scenario, path, options, tmp_path)
-    if "after_commit" in point:
-        state = scenario.committed(state)
+    state = scenario.state_after_crash(point, state)
     _assert_reads(spark, path, state, f"after a crash at {point}")
 
     if scenario.recover == "compaction":
         run_compaction(spark, path)
+    if scenario.rerun:
+        exec(scenario.rerun, {"spark": spark, "path": path, "opts": options})  # the service run again finishes it
+        state = scenario.recovered(state)
     _write(spark, path, RECOVERY, "upsert", options)
     state = apply(state, RECOVERY, "upsert")
     _assert_reads(spark, path, state, f"after recovering from {point}")
