@@ -28,6 +28,9 @@ Public API:
 Table registration (catalog.hoodie_catalog_table): register_table / refresh_table / unregister_table /
 rename_table(client, db, name, ...) build the metastore entry from the table's hoodie.properties and schema.
 
+Locks (catalog.hive_metastore_lock_provider): importing catalog registers Hudi's HiveMetastoreBasedLockProvider
+(`hoodie.write.lock.provider=org.apache.hudi.hive.transaction.lock.HiveMetastoreBasedLockProvider`).
+
 Hive sync (catalog.hive_sync), as Apache Hudi's HiveSyncTool:
     sync_table(base_path, uri, options, database=, table=, full=False) -> SyncReport   (CALL hive_sync)
     use_metastore(uri)        post-commit sync on by default (hoodie.datasource.hive_sync.enable)
@@ -36,6 +39,7 @@ Hive sync (catalog.hive_sync), as Apache Hudi's HiveSyncTool:
 from pathlib import Path
 from hmsclient.genthrift.hive_metastore import ttypes
 
+from catalog import hive_metastore_lock_provider  # noqa: F401 - registers Hudi's HiveMetastoreBasedLockProvider
 from catalog.embedded_metastore import EmbeddedMetastore, embedded_metastores
 from catalog.metastore_client import (
     MetastoreClient,

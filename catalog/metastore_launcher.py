@@ -138,6 +138,9 @@ def hive_site_settings(paths: MetastorePaths, extra: Mapping[str, str] | None = 
         # The default of 200 pre-sized worker threads is far more than a local catalog needs.
         "hive.metastore.server.min.threads": "4",
         "hive.metastore.server.max.threads": "100",
+        # Hive 2.3 creates its lock tables (HIVE_LOCKS, NEXT_LOCK_ID, ...) in Derby only in this mode; without
+        # them the HMS `lock` call that Hudi's HiveMetastoreBasedLockProvider uses fails.
+        "hive.in.test": "true",
         **location_only_fs_settings(),
     }
     settings.update(extra or {})

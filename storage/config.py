@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
+from storage.exception import HoodieConfigError
+
 T = TypeVar("T")
 
 
@@ -118,6 +120,38 @@ class WriteConfigKeys:
     UPSERT_SHUFFLE_PARALLELISM = _prop("hoodie.upsert.shuffle.parallelism", 0, int)
     ROLLBACK_USING_MARKERS = _prop("hoodie.rollback.using.markers", True, parse_bool)
     WRITE_CONCURRENCY_MODE = _prop("hoodie.write.concurrency.mode", "SINGLE_WRITER", str)
+    FAILED_WRITES_CLEANER_POLICY = _prop(
+        "hoodie.cleaner.policy.failed.writes", None, str,
+        doc="EAGER (roll back failed writes before each write; single writer) or LAZY (only writes whose heartbeat "
+            "expired; multi-writer); unset: LAZY under optimistic concurrency control, EAGER otherwise, as Hudi infers")
+    SET_NULL_FOR_MISSING_COLUMNS = _prop(
+        "hoodie.write.set.null.for.missing.columns", False, parse_bool,
+        doc="a batch without some of the table's columns writes nulls for them instead of being rejected")
+    CLIENT_HEARTBEAT_INTERVAL_MS = _prop("hoodie.client.heartbeat.interval_in_ms", 60000, int)
+    CLIENT_HEARTBEAT_TOLERABLE_MISSES = _prop("hoodie.client.heartbeat.tolerable.misses", 2, int)
+
+
+class LockConfigKeys:
+    """Apache Hudi's lock options (`HoodieLockConfig` / `LockConfiguration`), used by storage/transaction/."""
+
+    _P = "hoodie.write.lock."
+    PROVIDER = _prop(_P + "provider", "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider", str)
+    CONFLICT_RESOLUTION_STRATEGY = _prop(
+        _P + "conflict.resolution.strategy",
+        "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy", str)
+    WAIT_TIME_MS = _prop(_P + "wait_time_ms", 60000, int,
+                         doc="how long one acquire at the lock provider may wait")
+    RETRY_WAIT_TIME_MS = _prop(_P + "wait_time_ms_between_retry", 1000, int)
+    RETRY_MAX_WAIT_TIME_MS = _prop(_P + "max_wait_time_ms_between_retry", 16000, int)
+    NUM_RETRIES = _prop(_P + "num_retries", 15, int)
+    CLIENT_RETRY_WAIT_TIME_MS = _prop(_P + "client.wait_time_ms_between_retry", 5000, int)
+    CLIENT_NUM_RETRIES = _prop(_P + "client.num_retries", 50, int)
+    HEARTBEAT_INTERVAL_MS = _prop(_P + "heartbeat_interval_ms", 60000, int)
+    FILESYSTEM_PATH = _prop(_P + "filesystem.path", None, str)
+    FILESYSTEM_EXPIRE_MINUTES = _prop(_P + "filesystem.expire", 0, int)
+    HIVE_DATABASE = _prop(_P + "hivemetastore.database", None, str)
+    HIVE_TABLE = _prop(_P + "hivemetastore.table", None, str)
+    HIVE_METASTORE_URIS = _prop(_P + "hivemetastore.uris", None, str)
 
 
 class ReadConfigKeys:
@@ -180,7 +214,7 @@ class HoodieConfig:
         try:
             return prop.parser(raw)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"invalid value {raw!r} for option {prop.key}: {exc}") from None
+            raise HoodieConfigError(f"invalid value {raw!r} for option {prop.key}: {exc}") from None
 
     def get_or(self, prop: ConfigProperty[T], fallback: T) -> T:
         value = self.get(prop)
@@ -264,3 +298,34 @@ class WriteCommitCallbackConfigKeys:
     KAFKA_PARTITION = _prop(_P + "kafka.partition", None, int)
     KAFKA_ACKS = _prop(_P + "kafka.acks", "all", str)
     KAFKA_RETRIES = _prop(_P + "kafka.retries", 3, int)
+
+
+class CleanConfigKeys:
+    """Apache Hudi's cleaner options (`HoodieCleanConfig`), used by storage/table_service/clean*.py."""
+
+    AUTO_CLEAN = _prop("hoodie.clean.automatic", True, parse_bool)
+    ASYNC_CLEAN = _prop("hoodie.clean.async", False, parse_bool)
+    POLICY = _prop("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS", str)
+    COMMITS_RETAINED = _prop("hoodie.cleaner.commits.retained", 10, int)
+    FILE_VERSIONS_RETAINED = _prop("hoodie.cleaner.fileversions.retained", 3, int)
+    HOURS_RETAINED = _prop("hoodie.cleaner.hours.retained", 24, int)
+    INCREMENTAL_MODE = _prop("hoodie.cleaner.incremental.mode", True, parse_bool)
+    TRIGGER_STRATEGY = _prop("hoodie.clean.trigger.strategy", "NUM_COMMITS", str)
+    MAX_COMMITS = _prop("hoodie.clean.max.commits", 1, int)
+    PARALLELISM = _prop("hoodie.cleaner.parallelism", 200, int)
+    ALLOW_MULTIPLE = _prop("hoodie.clean.allow.multiple", True, parse_bool)
+
+
+class ArchivalConfigKeys:
+    """Apache Hudi's archival options (`HoodieArchivalConfig`, defaults of Hudi 0.14: min 20 / max 30 instants;
+    the seed's 145 / 150 are older defaults), used by storage/table_service/archival.py."""
+
+    AUTO_ARCHIVE = _prop("hoodie.archive.automatic", True, parse_bool)
+    ASYNC_ARCHIVE = _prop("hoodie.archive.async", False, parse_bool)
+    MIN_COMMITS_TO_KEEP = _prop("hoodie.keep.min.commits", 20, int)
+    MAX_COMMITS_TO_KEEP = _prop("hoodie.keep.max.commits", 30, int)
+    COMMITS_ARCHIVAL_BATCH_SIZE = _prop("hoodie.commits.archival.batch", 10, int)
+    ARCHIVE_BEYOND_SAVEPOINT = _prop("hoodie.archive.beyond.savepoint", False, parse_bool)
+    MERGE_ENABLE = _prop("hoodie.archive.merge.enable", False, parse_bool)
+    MERGE_SMALL_FILE_LIMIT_BYTES = _prop("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int)
+    MERGE_FILES_BATCH_SIZE = _prop("hoodie.archive.merge.files.batch.size", 10, int)

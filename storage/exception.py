@@ -23,6 +23,10 @@ class HoodieTableNotFoundError(HoodieError, FileNotFoundError):
     """The path is not a Hudi table (no readable `.hoodie/hoodie.properties`)."""
 
 
+class HoodieConfigError(HoodieError, ValueError):
+    """An option or table property has a value that does not parse for its key (names the key and value)."""
+
+
 class HoodieCorruptedLogError(HoodieError):
     """A log file or block is malformed (bad framing, truncated content, undecodable records)."""
 
@@ -91,3 +95,56 @@ class HoodieCompactionExecutionError(HoodieError, ValueError):
 class HoodieCommitCallbackError(HoodieError):
     """A commit callback is misconfigured or could not deliver its message; reported in the write result,
     never failing the commit."""
+
+
+class HoodieLockError(HoodieError, RuntimeError):
+    """A table lock could not be acquired in time, released, or configured (names the provider and the lock)."""
+
+
+class HoodieWriteConflictError(HoodieWriteError):
+    """Optimistic concurrency control: a write touched file groups that an instant completed since it started
+    also touched; the write was rolled back. Names the file groups and the winning instant."""
+
+    def __init__(self, message: str, instant_time: str = "", winner: str = "",
+                 file_groups: tuple[tuple[str, str], ...] = ()):
+        super().__init__(message)
+        self.instant_time, self.winner, self.file_groups = instant_time, winner, file_groups
+
+
+class HoodieHeartbeatError(HoodieError, RuntimeError):
+    """An instant's heartbeat belongs to another live process (it is running that instant)."""
+
+
+class HoodieRollbackError(HoodieError, RuntimeError):
+    """A rollback cannot run or resume (its plan is unreadable, its target is completed)."""
+
+
+class HoodieTableStateError(HoodieWriteError):
+    """A write found the table in a state it must not write to: a table version it does not write, a directory
+    that is not a Hudi table, an unknown table type, an instant rolled back under it."""
+
+
+class HoodieCorruptedMetadataError(HoodieError, ValueError):
+    """A metadata file (an instant file, `hoodie.properties`) is damaged: it does not parse, or its checksum does
+    not match; names the file."""
+
+
+class HoodieTableServiceError(HoodieError, ValueError):
+    """A table service (clean, archival, savepoint, restore) was rejected: bad options, a missing instant, a
+    table version we do not write; nothing was changed."""
+
+
+class HoodieCleanError(HoodieTableServiceError):
+    """A clean cannot be planned or run (an unknown policy, a retention that breaks a rule)."""
+
+
+class HoodieArchivalError(HoodieTableServiceError):
+    """Archival cannot run as configured (`hoodie.keep.*` against `hoodie.cleaner.commits.retained`)."""
+
+
+class HoodieSavepointError(HoodieTableServiceError):
+    """A savepoint cannot be created or deleted (no such completed commit, already cleaned, not savepointed)."""
+
+
+class HoodieRestoreError(HoodieTableServiceError):
+    """A restore cannot run (no such savepoint or instant, the instant was archived)."""

@@ -54,9 +54,10 @@ _MERGER = ClassRule("record merger", {
     "DefaultSparkRecordMerger": "records are merged by this engine with the table's payload semantics",
     "OverwriteWithLatestMerger": "records are merged by this engine with the table's payload semantics",
 })
-_LOCK = ClassRule("lock provider", {
-    "InProcessLockProvider": "this engine writes from one process; the in-process lock is implied",
-    "FileSystemBasedLockProvider": "this engine writes from one process; the file-system lock is not taken",
+_LOCK = ClassRule("lock provider", {   # storage.transaction's registry (the metastore one from catalog/)
+    "InProcessLockProvider": None,
+    "FileSystemBasedLockProvider": None,
+    "HiveMetastoreBasedLockProvider": None,
 })
 _KEYGEN = ClassRule("key generator", {name: None for name in (
     "SimpleKeyGenerator", "SimpleAvroKeyGenerator", "ComplexKeyGenerator", "ComplexAvroKeyGenerator",

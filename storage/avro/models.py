@@ -425,6 +425,38 @@ def _clean_metadata() -> Schema:
     )
 
 
+# ----------------------------------------------------------------------------------------------- restore
+
+
+def _restore_plan() -> Schema:
+    """HoodieRestorePlan.avsc: the instants a restore rolls back, newest first."""
+    return _record(
+        "HoodieRestorePlan",
+        [
+            _field("instantsToRollback", _array(_instant_info(), default=None), []),
+            _field("version", _int_or_null(), 2),
+            _field("savepointToRestoreTimestamp", ["string", "null"], None),
+        ],
+    )
+
+
+def _restore_metadata() -> Schema:
+    """HoodieRestoreMetadata.avsc: the rollback metadata of every instant the restore rolled back."""
+    return _record(
+        "HoodieRestoreMetadata",
+        [
+            _field("startRestoreTime", _string()),
+            _field("timeTakenInMillis", "long"),
+            _field("instantsToRollback", _array(_string())),
+            _field("hoodieRestoreMetadata", _map(_array(_opt(_rollback_metadata()), default=None,
+                                                        name="hoodieRollbackMetadata"))),
+            _version(),
+            _field("restoreInstantInfo", _array(_instant_info(), default=None), []),
+            _nullable("extraMetadata", _map(_string())),
+        ],
+    )
+
+
 # ----------------------------------------------------------------------------------------------- savepoint, index
 
 
@@ -576,6 +608,8 @@ _BUILDERS = {
     "HoodieCleanMetadata": _clean_metadata,
     "HoodieCleanPartitionMetadata": _clean_partition_metadata,
     "HoodieSavepointMetadata": _savepoint_metadata,
+    "HoodieRestorePlan": _restore_plan,
+    "HoodieRestoreMetadata": _restore_metadata,
     "HoodieIndexPlan": _index_plan,
     "HoodieIndexCommitMetadata": _index_commit_metadata,
     "HoodieIndexPartitionInfo": _index_partition_info,
@@ -595,6 +629,8 @@ HOODIE_COMPACTION_PLAN = MODEL_SCHEMAS["HoodieCompactionPlan"]
 HOODIE_CLEANER_PLAN = MODEL_SCHEMAS["HoodieCleanerPlan"]
 HOODIE_CLEAN_METADATA = MODEL_SCHEMAS["HoodieCleanMetadata"]
 HOODIE_SAVEPOINT_METADATA = MODEL_SCHEMAS["HoodieSavepointMetadata"]
+HOODIE_RESTORE_PLAN = MODEL_SCHEMAS["HoodieRestorePlan"]
+HOODIE_RESTORE_METADATA = MODEL_SCHEMAS["HoodieRestoreMetadata"]
 HOODIE_INDEX_PLAN = MODEL_SCHEMAS["HoodieIndexPlan"]
 HOODIE_INDEX_COMMIT_METADATA = MODEL_SCHEMAS["HoodieIndexCommitMetadata"]
 HOODIE_ARCHIVED_META_ENTRY = MODEL_SCHEMAS["HoodieArchivedMetaEntry"]

@@ -89,8 +89,11 @@ class HoodieMergedLogRecordScanner:
     def __init__(self, log_paths: Iterable[str], schema: pa.Schema, instant_visible: Callable[[str], bool],
                  latest_instant: str | None = None, ordering_field: str | None = None,
                  key_filler: Callable[[pa.Table], pa.Table] | None = None,
-                 storage: HoodieStorage | None = None) -> None:
+                 storage: HoodieStorage | None = None,
+                 committed_extent: Callable[[str], int] | None = None) -> None:
         self.log_paths = list(log_paths)
+        # bytes of a log file that completed commits account for: damage inside them is an error, not a skip
+        self.committed_extent = committed_extent
         self.storage = storage
         self.schema = schema
         self.instant_visible = instant_visible
@@ -140,6 +143,13 @@ class HoodieMergedLogRecordScanner:
         return out
 
     def _corrupt(self, b: _Block, reason: str) -> None:
+        """A damaged region is skipped, as Hudi does for the partial block a dying writer leaves at a log file's
+        end; unless it lies within the bytes a completed commit recorded for the file: then committed records
+        would silently vanish, so reading fails naming the file."""
+        extent = self.committed_extent(b.path) if self.committed_extent is not None else 0
+        if b.block.offset < extent:
+            raise HoodieCorruptedLogError(f"{b.path}: block at offset {b.block.offset} is damaged ({reason}) within "
+                                          f"the {extent} bytes a completed commit wrote")
         self.stats.corrupt_blocks += 1
         message = f"{b.path}: corrupt block at offset {b.block.offset} skipped: {reason}"
         self.stats.corrupt_reasons.append(message)

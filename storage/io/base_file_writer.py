@@ -51,6 +51,7 @@ def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_op
             if meta:
                 writer.add_key_value_metadata(meta)
         size = out.tell()
+    storage.fsync(path)  # the commit that will name this file must not outlive its content (power loss)
     return size
 
 

@@ -77,6 +77,11 @@ class FileSliceReadContext:
     def is_v8(self) -> bool:
         return self.timeline_layout_version >= 2
 
+    def committed_log_extent(self, path: str) -> int:
+        """How many bytes of the log file `path` completed commits wrote (0 when none names it). Read from the
+        commit metadata only when a damaged block is met, so intact reads never pay for it."""
+        return _committed_log_extents(self.base_path, self.storage_options).get(path.rsplit("/", 1)[-1], 0)
+
     def is_instant_visible(self, instant_time: str) -> bool:
         """Does a log block written by `instant_time` count at the query point?"""
         if instant_time in self.valid_instants:
@@ -99,7 +104,7 @@ class FileSliceReadContext:
         valid = frozenset(i.timestamp for i in timeline.completed().write_timeline()
                           if as_of is None or point(i) <= as_of)
         pending = frozenset(i.timestamp for i in timeline.pending())
-        first = timeline.first()
+        first = timeline.commits_timeline_start()
         ordering = config.precombine_field or None
         props = dict(config.props)
         return cls(
@@ -108,7 +113,7 @@ class FileSliceReadContext:
             timeline_layout_version=config.timeline_layout_version,
             valid_instants=valid,
             pending_instants=pending,
-            first_active_instant=first.timestamp if first else None,
+            first_active_instant=first,
             as_of=as_of,
             merge_mode=resolve_merge_mode(props, ordering, options),
             ordering_field=ordering,
@@ -118,6 +123,20 @@ class FileSliceReadContext:
                                              config.partition_fields or []) == "COMPLEX",
             storage_options=meta_client.storage_options,
         )
+
+
+def _committed_log_extents(base_path: str, storage_options: StorageOptions) -> dict[str, int]:
+    """Log file name -> the largest size a completed commit recorded for it."""
+    from storage.table.meta_client import HoodieTableMetaClient
+
+    meta = HoodieTableMetaClient.load(base_path, HoodieStorage.for_path(base_path, storage_options))
+    extents: dict[str, int] = {}
+    for instant in meta.timeline.completed().write_timeline():
+        for stat in meta.active_timeline.commit_metadata(instant).write_stats():
+            for name in stat.logFiles or ([stat.path] if stat.path and ".log." in stat.path else []):
+                name = name.rsplit("/", 1)[-1]
+                extents[name] = max(extents.get(name, 0), int(stat.fileSizeInBytes or 0))
+    return extents
 
 
 def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
@@ -138,7 +157,8 @@ def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema, ctx: Fi
     merge_schema, ordering_field = _merge_schema(out_schema, full_schema, file_slice, ctx)
     scanner = HoodieMergedLogRecordScanner(
         [lf.path for lf in file_slice.sorted_log_files()], merge_schema, ctx.is_instant_visible,
-        latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx), storage=ctx.storage)
+        latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx), storage=ctx.storage,
+        committed_extent=ctx.committed_log_extent)
     scan = scanner.scan()
     base = _read_base(file_slice, merge_schema, ctx)
     if scan.records.num_rows == 0 and scan.deletes.num_rows == 0:

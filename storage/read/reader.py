@@ -65,6 +65,8 @@ def _read(spark: SparkSession, base_path: str, options: dict[str, str] | None,
                               "expected snapshot, read_optimized or incremental")
     as_of = config.get(RK.AS_OF_INSTANT)
     as_of = normalize_instant_time(as_of) if as_of else None
+    if as_of:
+        _check_retained(meta, as_of, "time travel")
     view = FileSystemView(meta, as_of=as_of)
     partitions = _pruned_partitions(meta, view, partition_filter)
     if meta.table_config.is_mor:
@@ -150,13 +152,19 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
     end = config.get(RK.END_INSTANTTIME)
     end = normalize_instant_time(end) if end else None
     is_v8 = meta.table_config.timeline_layout_version >= 2
-    commits = [i for i in meta.timeline.completed().write_timeline()
+    commits = [(i, meta.active_timeline) for i in meta.timeline.completed().write_timeline()
                if (i.completion_time if is_v8 and i.completion_time else i.timestamp) > begin
                and (end is None or (i.completion_time if is_v8 and i.completion_time else i.timestamp) <= end)]
+    if end:
+        _check_retained(meta, end, "incremental query up to")
+    if not is_v8 and meta.timeline.is_before_timeline_starts(begin):
+        if config.get(RK.INCR_FALLBACK_FULLSCAN):  # Hudi's fallback: the snapshot at the end, filtered on commit time
+            return _full_scan_between(spark, meta, config, partition_filter, begin, end)
+        commits = _archived_commits(meta, begin, end) + commits
     view = FileSystemView(meta, as_of=end)
     touched = set()
-    for instant in commits:
-        for stat in meta.active_timeline.commit_metadata(instant).write_stats():
+    for instant, timeline in commits:
+        for stat in timeline.commit_metadata(instant).write_stats():
             touched.add((stat.partitionPath, stat.fileId))
     partitions = _pruned_partitions(meta, view, partition_filter)
     if meta.table_config.is_mor:
@@ -165,4 +173,32 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
     else:
         slices = [s for s in view.latest_file_slices(partitions) if (s.partition_path, s.file_id) in touched]
         df = _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], end, config)
-    return df.where(F.col(COMMIT_TIME).isin([i.timestamp for i in commits]))
+    return df.where(F.col(COMMIT_TIME).isin([i.timestamp for i, _ in commits]))
+
+
+def _check_retained(meta: HoodieTableMetaClient, instant_time: str, what: str) -> None:
+    """A read at `instant_time` whose file versions the cleaner removed fails, saying so."""
+    from storage.table_service.clean_planner import check_files_retained
+
+    check_files_retained(meta, instant_time, what)
+
+
+def _archived_commits(meta: HoodieTableMetaClient, begin: str, end: str | None) -> list:
+    """Completed write instants of the archived timeline in (begin, end], with the timeline that reads them."""
+    from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+    archived = HoodieArchivedTimeline(meta, start=begin, end=end)
+    return [(i, archived) for i in archived.completed().write_timeline() if i.timestamp > begin]
+
+
+def _full_scan_between(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
+                       partition_filter: PartitionFilter | None, begin: str, end: str | None) -> DataFrame:
+    view = FileSystemView(meta, as_of=end)
+    partitions = _pruned_partitions(meta, view, partition_filter)
+    if meta.table_config.is_mor:
+        df = _mor_snapshot(spark, meta, view.latest_merged_file_slices(partitions), end, config)
+    else:
+        files = [s.base_file.path for s in view.latest_file_slices(partitions) if s.base_file is not None]
+        df = _scan(spark, meta, files, end, config)
+    df = df.where(F.col(COMMIT_TIME) > F.lit(begin))
+    return df if end is None else df.where(F.col(COMMIT_TIME) <= F.lit(end))

@@ -1,7 +1,9 @@
 """The file-system view: file groups and their slices as of a completed instant.
 
-Only files written by completed commits are visible; file groups replaced by a completed replacecommit
-are hidden. In table v8 a log file names the deltacommit that created it, and belongs to the slice with
+Only files written by completed commits are visible, and files older than the first instant of the active
+timeline (their commits were archived, so they completed); file groups replaced by a completed replacecommit
+are hidden (`replaced_file_groups` keeps them for the cleaner).
+In table v8 a log file names the deltacommit that created it, and belongs to the slice with
 the greatest base instant at or before that commit's completion.
 """
 from __future__ import annotations
@@ -65,6 +67,9 @@ class FileSystemView:
         self.visible: dict[str, HoodieInstant] = {
             i.timestamp: i for i in completed if as_of is None or self._point(i) <= as_of
         }
+        # write instants before the active timeline's start were archived after completing (Hudi's
+        # isBeforeTimelineStarts): their files are committed, not leftovers of failed writes
+        self.timeline_start = meta_client.timeline.commits_timeline_start()
         self.pending_compactions = {
             i.timestamp for i in meta_client.timeline.pending().of_actions([Action.COMPACTION])
         } if include_pending_compaction else set()
@@ -76,18 +81,27 @@ class FileSystemView:
     def _point(self, instant: HoodieInstant) -> str:
         return instant.completion_time if self.is_v8 and instant.completion_time else instant.timestamp
 
-    def _replaced_file_groups(self) -> set[HoodieFileGroupId]:
-        replaced: set[HoodieFileGroupId] = set()
-        for instant in self.visible.values():
+    def is_committed(self, instant_time: str) -> bool:
+        """Is a file written at `instant_time` part of the table at the view's point?"""
+        if instant_time in self.visible:
+            return True
+        archived = self.timeline_start is not None and instant_time < self.timeline_start
+        return archived and (self.as_of is None or instant_time <= self.as_of)
+
+    def _replaced_file_groups(self) -> dict[HoodieFileGroupId, str]:
+        """Replaced file group -> the time of the replacecommit that replaced it."""
+        replaced: dict[HoodieFileGroupId, str] = {}
+        for instant in sorted(self.visible.values(), key=HoodieInstant.sort_key):
             if instant.action == Action.REPLACE_COMMIT:
                 meta = self.meta_client.active_timeline.commit_metadata(instant)
-                replaced |= {HoodieFileGroupId(p, f) for p, f in meta.replaced_file_ids()}
+                for p, f in meta.replaced_file_ids():
+                    replaced.setdefault(HoodieFileGroupId(p, f), instant.timestamp)
         return replaced
 
     def _build_groups(self, listing: _Listing) -> dict[HoodieFileGroupId, HoodieFileGroup]:
         groups: dict[HoodieFileGroupId, HoodieFileGroup] = {}
         for bf in listing.base_files:
-            if bf.instant_time not in self.visible:
+            if not self.is_committed(bf.instant_time):
                 continue  # written by an instant that is not completed (or after as_of)
             partition = relative_partition_path(self.meta_client.base_path, bf.path.rsplit("/", 1)[0])
             fg_id = HoodieFileGroupId(partition, bf.file_id)
@@ -98,15 +112,13 @@ class FileSystemView:
                 continue
             fg_id = HoodieFileGroupId(partition, lf.file_id)
             groups.setdefault(fg_id, HoodieFileGroup(fg_id)).slice_at(base_instant).log_files.append(lf)
-        for fg_id in list(groups):
-            if fg_id in self.replaced:
-                del groups[fg_id]
+        self._replaced_groups = {fg_id: groups.pop(fg_id) for fg_id in list(groups) if fg_id in self.replaced}
         return groups
 
     def _log_base_instant(self, lf: HoodieLogFile, group: HoodieFileGroup | None) -> str | None:
         if not self.is_v8:
             ts = lf.instant_time
-            if ts in self.visible or ts in self.pending_compactions:
+            if self.is_committed(ts) or ts in self.pending_compactions:
                 return ts
             return None
         creator = self.visible.get(lf.instant_time)
@@ -126,6 +138,14 @@ class FileSystemView:
 
     def file_groups(self, partition: str | None = None) -> list[HoodieFileGroup]:
         return [g for k, g in sorted(self._groups.items()) if partition is None or k.partition_path == partition]
+
+    def replaced_file_groups(self, partition: str | None = None,
+                             before: str | None = None) -> list[tuple[HoodieFileGroup, str]]:
+        """(file group, replacing instant) of the replaced file groups, those replaced before `before` only if
+        given (Hudi's getReplacedFileGroupsBefore / getAllReplacedFileGroups)."""
+        return [(g, self.replaced[k]) for k, g in sorted(self._replaced_groups.items())
+                if (partition is None or k.partition_path == partition)
+                and (before is None or self.replaced[k] < before)]
 
     def latest_file_slices(self, partitions: list[str] | None = None) -> list[FileSlice]:
         wanted = None if partitions is None else set(partitions)

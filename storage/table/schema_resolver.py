@@ -8,7 +8,7 @@ import logging
 import pyarrow as pa
 
 from storage.io.parquet import read_parquet_schema
-from storage.exception import HoodieKeyError
+from storage.exception import HoodieCorruptedMetadataError, HoodieKeyError
 from storage.table.meta_client import HoodieTableMetaClient
 
 log = logging.getLogger(__name__)
@@ -30,7 +30,12 @@ def table_data_schema(meta_client: HoodieTableMetaClient, as_of: str | None = No
     """Data columns (no meta columns) as an Arrow schema."""
     avro = latest_avro_schema(meta_client, as_of)
     if avro:
-        return _declared_timestamp_partition_types(meta_client, _arrow(avro))
+        try:
+            schema = _arrow(avro)
+        except (ValueError, KeyError, TypeError) as exc:  # a damaged schema in an instant file must name itself
+            raise HoodieCorruptedMetadataError(f"the table schema recorded in the timeline of "
+                                               f"{meta_client.base_path} is damaged: {exc!r}") from None
+        return _declared_timestamp_partition_types(meta_client, schema)
     if sample_file:
         from storage.write.schema import data_schema
 

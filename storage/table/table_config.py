@@ -13,7 +13,7 @@ from typing import Mapping
 from storage.config import ConfigProperty, HoodieConfig, TableConfigKeys as K
 from storage.io.storage import HoodieStorage
 from storage.table.properties_file import format_properties, parse_properties
-from storage.exception import HoodieTableNotFoundError
+from storage.exception import HoodieCorruptedMetadataError, HoodieTableNotFoundError
 
 log = logging.getLogger(__name__)
 
@@ -124,20 +124,60 @@ def _backup_path(meta_path: str) -> str:
     return f"{meta_path}/{BACKUP_FILE}"
 
 
+_FIRST_CHECKSUM_VERSION = 3  # Hudi records hoodie.table.checksum from table version 3 on
+
+
 def _read_nonempty(storage: HoodieStorage, path: str) -> dict[str, str] | None:
+    """The properties of `path`; None when it is absent or empty; `HoodieCorruptedMetadataError` when damaged."""
     if not storage.exists(path):
         return None
-    props = parse_properties(storage.read_text(path))
+    try:
+        props = parse_properties(storage.read_text(path))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise HoodieCorruptedMetadataError(f"{path} is damaged: {exc}") from None
+    if props:
+        _check_checksum(path, props)
     return props or None
 
 
+def _check_checksum(path: str, props: Mapping[str, str]) -> None:
+    """As Hudi, the checksum (written last) proves the file whole: a truncated or bit-flipped file fails here."""
+    given = props.get(K.CHECKSUM.key)
+    if given is None:
+        version = props.get(K.VERSION.key, "")
+        if K.NAME.key in props and version.isdigit() and int(version) < _FIRST_CHECKSUM_VERSION:
+            return
+        raise HoodieCorruptedMetadataError(f"{path} is damaged: it has no {K.CHECKSUM.key} (truncated?)")
+    if K.NAME.key not in props or not given.strip().isdigit() or int(given) != table_checksum(props):
+        raise HoodieCorruptedMetadataError(f"{path} is damaged: {K.CHECKSUM.key}={given!r} does not match its "
+                                           f"table name")
+
+
+def _read_either(storage: HoodieStorage, meta_path: str) -> tuple[dict[str, str] | None, bool]:
+    """(properties, from the backup): the main file, else its backup when the main one is missing, empty or
+    damaged (a damaged main file without a good backup is an error naming it)."""
+    try:
+        props = _read_nonempty(storage, _properties_path(meta_path))
+        if props is not None:
+            return props, False
+        damage = None
+    except HoodieCorruptedMetadataError as exc:
+        damage = exc
+    try:
+        backup = _read_nonempty(storage, _backup_path(meta_path))
+    except HoodieCorruptedMetadataError:
+        backup = None
+    if backup is None and damage is not None:
+        raise damage
+    return backup, backup is not None
+
+
 def load_table_config(storage: HoodieStorage, meta_path: str) -> HoodieTableConfig:
-    """Read `hoodie.properties`, recovering from the backup when the main file is missing or empty."""
-    props = _read_nonempty(storage, _properties_path(meta_path))
+    """Read `hoodie.properties`, recovering from the backup when the main file is missing, empty or damaged."""
+    props, from_backup = _read_either(storage, meta_path)
     if props is None:
-        props = _read_nonempty(storage, _backup_path(meta_path))
-        if props is None:
-            raise HoodieTableNotFoundError(f"not a Hudi table: no readable {PROPERTIES_FILE} under {meta_path}")
+        raise HoodieTableNotFoundError(f"not a Hudi table: no readable {PROPERTIES_FILE} under {meta_path}")
+    if from_backup:
         log.warning("recovering %s from its backup", _properties_path(meta_path))
         storage.write_atomic(_properties_path(meta_path), _serialize(props))
         storage.delete(_backup_path(meta_path))

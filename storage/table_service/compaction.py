@@ -36,6 +36,10 @@ from storage.table_service.compaction_strategy import metrics_of, select_slices
 from storage.timeline.instant import Action
 from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 from storage.exception import HoodieCompactionError
+from storage.testing.crash_points import crash_point
+from storage.transaction.transaction_manager import NEVER, TransactionManager, failed_writes_policy, is_multi_writer
+from storage.write.heartbeat import HeartbeatSettings
+from storage.write.rollback import rollback_failed_writes
 
 log = logging.getLogger(__name__)
 
@@ -82,12 +86,17 @@ def read_plan(meta_client: HoodieTableMetaClient, instant_time: str) -> dict[str
     return read_avro_container(data) if data else {"operations": []}
 
 
-def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[tuple[str, str]]:
-    out = set()
+def pending_compaction_operations(meta_client: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> base instant of the slice each pending compaction compacts."""
+    out = {}
     for inst in meta_client.timeline.pending().of_actions([Action.COMPACTION]):
         for op in read_plan(meta_client, inst.timestamp).get("operations") or []:
-            out.add((op.get("partitionPath") or "", op["fileId"]))
+            out[(op.get("partitionPath") or "", op["fileId"])] = op.get("baseInstantTime") or ""
     return out
+
+
+def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[tuple[str, str]]:
+    return set(pending_compaction_operations(meta_client))
 
 
 def schedule_compaction(meta_client_or_path: HoodieTableMetaClient | str,
@@ -97,6 +106,31 @@ def schedule_compaction(meta_client_or_path: HoodieTableMetaClient | str,
     if not mc.table_config.is_mor:
         raise HoodieCompactionError(f"compaction needs a MERGE_ON_READ table; {mc.base_path} is {mc.table_config.table_type}")
     config = HoodieConfig.of({}, options or {})
+    with TransactionManager.for_table(mc, config).transaction("schedule compaction"):
+        mc.reload()
+        if failed_writes_policy(config) != NEVER:  # a dead write must not block scheduling forever
+            rollback_failed_writes(mc, HeartbeatSettings.of(config))
+        instant_time = _schedule_locked(mc, config)
+    if instant_time is not None:
+        crash_point("compaction.after_schedule")
+    return instant_time
+
+
+def _check_no_inflight_writes(mc: HoodieTableMetaClient, config: HoodieConfig) -> None:
+    """As Hudi, a single writer never schedules a compaction while a write is pending: the write planned its log
+    appends against the slice the compaction would rewrite. With optimistic concurrency control the write's
+    conflict check at commit catches that instead (it fails if the compaction touched its file groups)."""
+    if is_multi_writer(config):
+        return
+    pending = mc.timeline.pending().of_actions(Action.WRITE_ACTIONS).first()
+    if pending is not None:
+        raise HoodieCompactionError(f"cannot schedule a compaction of {mc.base_path} while write {pending} is pending "
+                                    "(the earliest inflight write must be later than the compaction); retry when "
+                                    "it has completed or been rolled back")
+
+
+def _schedule_locked(mc: HoodieTableMetaClient, config: HoodieConfig) -> str | None:
+    _check_no_inflight_writes(mc, config)
     pending = _pending_compaction_file_groups(mc)
     view = FileSystemView(mc)
     slices = [s for s in view.latest_file_slices() if (s.partition_path, s.file_id) not in pending]

@@ -37,8 +37,11 @@ from storage.table.schema_resolver import table_data_schema
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
 from storage.timeline.instant import Action, HoodieInstant
 from storage.write.handle import null_meta_fields, task_ids
-from storage.write.heartbeat import Heartbeat, is_writer_alive
-from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
+from storage.exception import HoodieHeartbeatError
+from storage.testing.crash_points import crash_point
+from storage.transaction.transaction_manager import TransactionManager
+from storage.write.heartbeat import Heartbeat, HeartbeatSettings, is_writer_alive
+from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers, reconcile_against_markers
 from storage.exception import HoodieCompactionExecutionError
 
 log = logging.getLogger(__name__)
@@ -161,36 +164,59 @@ def _undo_failed_attempt(meta: HoodieTableMetaClient, instant: HoodieInstant) ->
 def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant_time: str, plan: dict[str, Any],
                        options: dict[str, str] | None = None) -> HoodieCommitMetadata:
     """Run the plan of pending compaction `instant_time` and complete it as `<instant_time>.commit`."""
-    timeline = meta.active_timeline
-    pending = [i for i in timeline.timeline.pending() if i.timestamp == instant_time and i.action == Action.COMPACTION]
-    if not pending:
-        raise HoodieCompactionExecutionError(f"no pending compaction {instant_time} in {meta.base_path}")
-    if pending[0].is_inflight:
-        _undo_failed_attempt(meta, pending[0])
-        timeline = meta.active_timeline
-    requested = timeline.requested_of(pending[0])
+    config = HoodieConfig.of(options or {})
     operations = plan.get("operations") or []
     tally = RequestTally(spark)
     slices = operation_slices(meta, operations)
     ctx = dataclasses.replace(_task_context(meta, instant_time, slices, options), requests=tally.accumulator)
-    heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
+    inflight, heartbeat = _start_execution(meta, instant_time, config)
+    timeline = meta.active_timeline
     try:
-        inflight = timeline.transition_to_inflight(requested)
         stats = _run_tasks(spark, slices, ctx)
+        crash_point("compaction.before_commit")
         metadata = HoodieCommitMetadata(operationType=COMPACT_OPERATION, compacted=True)
         metadata.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(ctx.schema, meta.table_config.name),
                                                       separators=(",", ":"))
         for stat in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
             metadata.add_write_stat(stat)
+        reconcile_against_markers(meta.storage, meta.base_path, ctx.marker_dir, {s.path for s in stats if s.path})
         timeline.transition_to_complete(inflight, metadata.to_json_bytes())
     finally:
         heartbeat.stop()
+    crash_point("compaction.after_commit")
     delete_marker_dir(meta.storage, ctx.marker_dir)
     meta.reload()
     log.info("compaction %s of %s: %d file slices, %d records written", instant_time, meta.base_path,
              len(stats), sum(s.numWrites for s in stats))
     tally.report(f"compaction {instant_time} of {meta.base_path}")
     return metadata
+
+
+def _start_execution(meta: HoodieTableMetaClient, instant_time: str,
+                     config: HoodieConfig) -> tuple[HoodieInstant, Heartbeat]:
+    """Under the table lock: undo a dead attempt, start this process's heartbeat (refused while another live
+    process runs the compaction: its heartbeat is never taken over or deleted), then the inflight instant."""
+    with TransactionManager.for_table(meta, config).transaction(f"execute compaction {instant_time}"):
+        timeline = meta.active_timeline.reload()
+        pending = [i for i in timeline.timeline.pending()
+                   if i.timestamp == instant_time and i.action == Action.COMPACTION]
+        if not pending:
+            raise HoodieCompactionExecutionError(f"no pending compaction {instant_time} in {meta.base_path}")
+        if pending[0].is_inflight:
+            _undo_failed_attempt(meta, pending[0])
+            timeline = meta.active_timeline
+        requested = timeline.requested_of(pending[0])
+        try:
+            heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, HeartbeatSettings.of(config)).start()
+        except HoodieHeartbeatError as exc:
+            raise HoodieCompactionExecutionError(str(exc)) from None
+        try:
+            inflight = timeline.transition_to_inflight(requested)
+        except BaseException:
+            heartbeat.stop()
+            raise
+    crash_point("compaction.after_inflight")
+    return inflight, heartbeat
 
 
 def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[FileSlice],

@@ -5,12 +5,17 @@ import logging
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from storage.exception import HoodieCorruptedMetadataError
 from storage.io.storage import HoodieStorage
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.timeline.instant import Action, HoodieInstant, State, parse_instant_file_name
 from storage.timeline.instant_time import format_instant, new_instant_time, parse_instant
 
 log = logging.getLogger(__name__)
+
+# HoodieTimeline.getCommitsAndCompactionTimeline: the actions whose instants publish or will publish data files
+COMMITS_TIMELINE_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
+                                      Action.LOG_COMPACTION, Action.CLUSTERING})
 
 
 @dataclass(frozen=True)
@@ -69,6 +74,17 @@ class HoodieTimeline:
                 return i
         return None
 
+    def commits_timeline_start(self) -> str | None:
+        """The time of the first write or table-service instant (any state): write instants older than it were
+        archived after completing (Hudi's `isBeforeTimelineStarts`). Clean, rollback and savepoint instants are
+        archived on their own schedule, so they do not mark the start."""
+        first = self.of_actions(COMMITS_TIMELINE_ACTIONS).first()
+        return first.timestamp if first else None
+
+    def is_before_timeline_starts(self, instant_time: str) -> bool:
+        start = self.commits_timeline_start()
+        return start is not None and instant_time < start
+
 
 class ActiveTimeline:
     """Reads and writes instant files under the timeline directory (`.hoodie/` in v6, `.hoodie/timeline/` in v8)."""
@@ -122,7 +138,9 @@ class ActiveTimeline:
         try:
             return HoodieCommitMetadata.from_bytes(data)
         except Exception as exc:  # a corrupt instant file must name itself
-            raise ValueError(f"cannot parse commit metadata of instant {instant}: {exc}") from exc
+            raise HoodieCorruptedMetadataError(f"cannot parse commit metadata of instant {instant} "
+                                               f"({self._files.get(instant, instant.file_name(self.layout_version))}): "
+                                               f"{exc}") from exc
 
     def requested_of(self, instant: HoodieInstant) -> HoodieInstant:
         for cand in self._files:
@@ -138,25 +156,37 @@ class ActiveTimeline:
     def _instant_path(self, instant: HoodieInstant) -> str:
         return f"{self.path}/{instant.file_name(self.layout_version)}"
 
+    def _create(self, instant: HoodieInstant, content: bytes) -> None:
+        """Create-if-absent (the content is synced before the name appears), then the directory is synced so the
+        new name survives a power loss: a durable commit never points at a vanished instant file."""
+        self.storage.create(self._instant_path(instant), content)
+        self.storage.fsync(self.path)
+
     def create_requested(self, action: str, timestamp: str, content: bytes = b"") -> HoodieInstant:
         instant = HoodieInstant(State.REQUESTED, action, timestamp)
-        self.storage.create(self._instant_path(instant), content)
+        self._create(instant, content)
         log.debug("created %s", instant)
         return self._added(instant).timeline.find(timestamp) or instant
 
     def transition_to_inflight(self, requested: HoodieInstant, content: bytes = b"") -> HoodieInstant:
         inflight = HoodieInstant(State.INFLIGHT, requested.action, requested.timestamp)
-        self.storage.create(self._instant_path(inflight), content)
+        self._create(inflight, content)
         self._added(inflight)
         return inflight
 
     def transition_to_complete(self, inflight: HoodieInstant, content: bytes = b"") -> HoodieInstant:
         completion = format_instant(parse_instant(self.new_instant_time())) if self.layout_version >= 2 else None
         completed = inflight.with_state(State.COMPLETED, completion)
-        self.storage.create(self._instant_path(completed), content)
+        self._create(completed, content)
         self._added(completed)
         log.info("completed %s", completed)
         return completed
+
+    def delete_instant_file(self, instant: HoodieInstant) -> None:
+        """Remove one instant file (archival, savepoint deletion); absent is fine (a retried service)."""
+        path = self._files.get(instant) or self._instant_path(instant)
+        self.storage.delete(path)
+        self._rebuild({i: p for i, p in self._files.items() if i != instant})
 
     def delete_instant_files(self, timestamp: str) -> None:
         """Remove every file of a pending instant (after its rollback completed)."""

@@ -3,7 +3,8 @@
 The requested file of an overwrite holds Hudi's HoodieRequestedReplaceMetadata (Avro); the inflight file the
 workload profile (stats without paths); the completed file the commit metadata: every write stat, the writer
 schema and, for overwrites, the file groups the commit replaces. After publishing, the commit callbacks run and
-inline table services (compaction) may follow; neither can undo the commit.
+inline table services follow (compaction, then clean and archival as `hoodie.clean.automatic` /
+`hoodie.archive.automatic` say); none of them can undo the commit.
 """
 from __future__ import annotations
 
@@ -78,6 +79,10 @@ def post_commit(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodie
     failures = fire_commit_callbacks(event)
     if event.action == Action.DELTA_COMMIT:
         _maybe_compact_inline(spark, meta, config)
+    # Hudi's postCommit order: inline table services, then auto clean, then auto archival
+    from storage.table_service.table_services import run_post_commit_services
+
+    run_post_commit_services(spark, meta, config)
     return failures
 
 

@@ -31,6 +31,7 @@ from storage.meta_fields import (
     META_COLUMNS,
     RECORD_KEY,
 )
+from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.markers import IOType, create_marker
 from storage.write.table_settings import PAYLOAD_DEFAULT
@@ -152,6 +153,8 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     path = join_path(ctx.base_path, target.partition_path, file_name)
     size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
                            ctx.populate_meta_fields)
+    storage.fsync(join_path(ctx.base_path, target.partition_path))  # the file's name is durable too
+    fail_task_once("write.task_after_file")
     took = int((time.time() - started) * 1000)
     return HoodieWriteStat(
         fileId=target.file_id,
@@ -242,9 +245,12 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         blocks.append(DeleteBlock.from_records(
             [DeleteRecord(k, target.partition_path, v, otype if v is not None else None) for k, v in zip(keys, values)],
             ctx.instant_time, ctx.avro_schema_json))
-    with HoodieLogFormatWriter(path, data_block_max_size=ctx.data_block_max_size, storage=storage) as writer:
+    with HoodieLogFormatWriter(path, data_block_max_size=ctx.data_block_max_size, storage=storage,
+                               fsync=True) as writer:
         results = writer.append_blocks(blocks)
         size = writer.size()
+    storage.fsync(join_path(ctx.base_path, target.partition_path))
+    fail_task_once("write.task_after_file")
     took = int((time.time() - started) * 1000)
     rel = f"{target.partition_path}/{log_name}" if target.partition_path else log_name
     base_name = target.base_file_path.rsplit("/", 1)[-1] if target.base_file_path else ""

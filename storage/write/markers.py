@@ -53,3 +53,17 @@ def list_markers(storage: HoodieStorage, marker_dir: str) -> list[Marker]:
 
 def delete_marker_dir(storage: HoodieStorage, marker_dir: str) -> None:
     storage.delete_dir(marker_dir)
+
+
+def reconcile_against_markers(storage: HoodieStorage, base_path: str, marker_dir: str,
+                              committed: set[str]) -> list[str]:
+    """Hudi's reconcileAgainstMarkers (finalize write): files the markers name that the commit does not
+    (`committed`: paths relative to the base path) were left by failed or speculative task attempts; they
+    are deleted before the commit is published, so no reader ever sees two files of one file group and instant."""
+    removed = []
+    for marker in list_markers(storage, marker_dir):
+        relative = join_path(marker.partition_path, marker.file_name) if marker.partition_path else marker.file_name
+        if relative not in committed:
+            storage.delete(join_path(base_path, relative))
+            removed.append(relative)
+    return removed

@@ -11,6 +11,7 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieWriteError
+from storage.keygen.key_generator import HIVE_DEFAULT_PARTITION
 from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
@@ -33,6 +34,20 @@ def validate_input(df: DataFrame, settings: TableSettings, op: WriteOperationTyp
     if settings.precombine and op is not WriteOperationType.DELETE and settings.precombine.lower() not in columns:
         raise HoodieWriteError(f"precombine field '{settings.precombine}' is missing from the data "
                                f"(hoodie.datasource.write.precombine.field; columns: {', '.join(df.columns)})")
+
+
+def check_missing_columns(df: DataFrame, table_schema: pa.Schema | None, config: HoodieConfig,
+                          op: WriteOperationType, base_path: str) -> None:
+    """A batch must carry every column of the table (as Hudi: no silent nulls) unless
+    `hoodie.write.set.null.for.missing.columns` says otherwise (partial-update payloads, Hudi's other way, are not
+    supported by this engine); deletes need keys only."""
+    if table_schema is None or op is WriteOperationType.DELETE or config.get(WK.SET_NULL_FOR_MISSING_COLUMNS):
+        return
+    given = {c.lower() for c in df.columns}
+    missing = [f.name for f in data_schema(table_schema) if f.name.lower() not in given]
+    if missing:
+        raise HoodieWriteError(f"the batch written to {base_path} lacks the table's columns {', '.join(missing)}; "
+                               f"add them, or set {WK.SET_NULL_FOR_MISSING_COLUMNS.key}=true to write nulls")
 
 
 def target_schema(df: DataFrame, meta_client: HoodieTableMetaClient | None, op: WriteOperationType) -> pa.Schema:
@@ -90,22 +105,42 @@ def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys
     return keyed.groupBy(*group).agg(*aggs).select("_r.*", *([KEY_COUNT] if count_keys else []))
 
 
-def partition_counts(records: DataFrame) -> dict[str, int]:
-    """Records per partition path: the first Spark job over the prepared batch. When the batch carries
-    `KEY_COUNT`, the same job finds the most repeated key and rejects the batch if a key repeats."""
+def partition_counts(records: DataFrame, precombine: str | None = None) -> dict[str, int]:
+    """Records per partition path: the first Spark job over the prepared batch. The same job counts null
+    `precombine` values (rejected: records without an ordering value cannot be combined) and, when the batch
+    carries `KEY_COUNT`, finds the most repeated key and rejects the batch if a key repeats. Partition paths
+    with a segment starting with `.` or `_` are rejected: readers and listings skip such hidden directories."""
     unique = KEY_COUNT in records.columns
     aggs = [F.count(F.lit(1))]
+    if precombine:
+        aggs.append(F.sum(F.col(f"`{precombine}`").isNull().cast("long")))
     if unique:
         aggs += [F.max(KEY_COUNT), F.max_by(RECORD_KEY, KEY_COUNT)]
     try:
         rows = records.groupBy(PARTITION_PATH).agg(*aggs).collect()
     except Exception as exc:  # a key expression failed inside Spark: report it plainly
         raise _plain_error(exc) from None
+    if precombine:
+        nulls = sum(r[2] or 0 for r in rows)
+        if nulls:
+            raise HoodieWriteError(f"{nulls} records have a null precombine field '{precombine}' "
+                                   "(hoodie.datasource.write.precombine.field): give every record an ordering value")
     if unique and rows:
-        _, _, most, key = max(rows, key=lambda r: r[2])
+        *_, most, key = max(rows, key=lambda r: r[-2])
         if most > 1:
             raise HoodieDuplicateKeyError(f"record key '{key}' occurs {most} times in the batch", key, most)
+    _check_partition_paths([r[0] for r in rows])
     return {r[0]: r[1] for r in rows}
+
+
+def _check_partition_paths(paths: list[str]) -> None:
+    def is_hidden(segment: str) -> bool:  # Hudi's own partition for null values is not user input
+        return segment[:1] in (".", "_") and segment != HIVE_DEFAULT_PARTITION
+
+    hidden = sorted(p for p in paths if p and any(is_hidden(seg) for seg in p.split("/")))
+    if hidden:
+        raise HoodieWriteError(f"partition paths {', '.join(hidden[:5])} start a directory with '.' or '_', which "
+                               "readers treat as hidden: change the partition values")
 
 
 def _plain_error(exc: Exception) -> Exception:

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from storage.fs_utils import file_id_of, join_path, parse_log_file_name
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant, State
-from storage.write.heartbeat import is_writer_alive
+from storage.exception import HoodieRollbackError
+from storage.testing.crash_points import crash_point
+from storage.write.heartbeat import HeartbeatSettings, heartbeat_path, is_writer_alive
 from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
 
 log = logging.getLogger(__name__)
@@ -28,10 +30,30 @@ class RollbackRequest:
     log_blocks_to_roll_back: dict[str, int] = field(default_factory=dict)  # log path -> size (merge-on-read)
 
 
-def failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
-    """Pending commit/deltacommit/replacecommit instants whose writer no longer runs."""
+def failed_writes(meta_client: HoodieTableMetaClient,
+                  heartbeat: HeartbeatSettings | None = None) -> list[HoodieInstant]:
+    """Pending commit/deltacommit/replacecommit instants whose writer no longer runs (and that no pending
+    rollback already targets: those are resumed instead)."""
+    targeted = {target for _, target, _ in pending_rollbacks(meta_client)}
     pending = meta_client.timeline.pending().of_actions(Action.WRITE_ACTIONS)
-    return [i for i in pending if not is_writer_alive(meta_client.storage, meta_client.meta_path, i.timestamp)]
+    return [i for i in pending if i.timestamp not in targeted
+            and not is_writer_alive(meta_client.storage, meta_client.meta_path, i.timestamp, heartbeat)]
+
+
+def pending_rollbacks(meta_client: HoodieTableMetaClient) -> list[tuple[HoodieInstant, str, dict]]:
+    """(rollback instant, target instant time, plan record) of every rollback that started and did not finish."""
+    from storage.avro.container import read_avro_container
+
+    out = []
+    for instant in meta_client.timeline.pending().of_actions([Action.ROLLBACK]):
+        requested = meta_client.active_timeline.requested_of(instant)
+        try:
+            plan = read_avro_container(meta_client.active_timeline.read_bytes(requested))
+        except Exception as exc:
+            raise HoodieRollbackError(f"cannot resume rollback {instant.timestamp} of {meta_client.base_path}: its "
+                                      f"plan is unreadable ({exc})") from exc
+        out.append((instant, plan["instantToRollback"]["commitTime"], plan))
+    return out
 
 
 def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> list[RollbackRequest]:
@@ -96,18 +118,52 @@ def rollback_metadata_record(start: str, took_ms: int, instant: HoodieInstant, d
     }
 
 
-def rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
-    """Roll back one pending write instant; returns the completed rollback instant."""
-    from storage.avro.container import write_avro_container
-    from storage.avro.models import HOODIE_ROLLBACK_METADATA, HOODIE_ROLLBACK_PLAN
+def requests_of_plan(plan: dict) -> list[RollbackRequest]:
+    return [RollbackRequest(r["partitionPath"], r["fileId"], r["latestBaseInstant"], list(r["filesToBeDeleted"] or []),
+                            dict(r["logBlocksToBeDeleted"] or {}))
+            for r in plan.get("RollbackRequests") or []]
 
+
+def rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    """Roll back one pending write instant; returns the completed rollback instant. A rollback of `instant`
+    that started earlier and died is resumed with its own plan instead of planning a new one."""
+    from storage.avro.container import write_avro_container
+    from storage.avro.models import HOODIE_ROLLBACK_PLAN
+
+    for rollback_instant, target, plan in pending_rollbacks(meta_client):
+        if target == instant.timestamp:
+            return resume_rollback(meta_client, rollback_instant, plan)
+    done = _completed_rollback_of(meta_client, instant.timestamp)
+    if done is not None:  # the rollback completed and died before removing the failed instant's files
+        _remove_rolled_back(meta_client, instant.timestamp)
+        return done
     timeline = meta_client.active_timeline
-    started = time.time()
     rollback_time = timeline.new_instant_time()
     requests = plan_rollback(meta_client, instant)
     plan = write_avro_container(HOODIE_ROLLBACK_PLAN, rollback_plan_record(instant, requests))
     requested = timeline.create_requested(Action.ROLLBACK, rollback_time, plan)
-    inflight = timeline.transition_to_inflight(requested)
+    crash_point("rollback.after_requested")
+    return _execute_rollback(meta_client, requested, instant, requests)
+
+
+def resume_rollback(meta_client: HoodieTableMetaClient, rollback_instant: HoodieInstant, plan: dict) -> HoodieInstant:
+    """Finish a rollback that died half-way, with the plan it recorded (deleting a file twice is harmless)."""
+    target = plan["instantToRollback"]
+    instant = HoodieInstant(State.INFLIGHT, target["action"], target["commitTime"])
+    log.info("resuming rollback %s of %s", rollback_instant.timestamp, instant)
+    return _execute_rollback(meta_client, rollback_instant, instant, requests_of_plan(plan))
+
+
+def _execute_rollback(meta_client: HoodieTableMetaClient, rollback_instant: HoodieInstant, instant: HoodieInstant,
+                      requests: list[RollbackRequest]) -> HoodieInstant:
+    from storage.avro.container import write_avro_container
+    from storage.avro.models import HOODIE_ROLLBACK_METADATA
+
+    timeline = meta_client.active_timeline
+    started = time.time()
+    rollback_time = rollback_instant.timestamp
+    inflight = rollback_instant if rollback_instant.is_inflight else timeline.transition_to_inflight(rollback_instant)
+    crash_point("rollback.after_inflight")
     deleted: dict[str, list[str]] = {}
     failed: dict[str, list[str]] = {}
     rollback_logs: dict[str, dict[str, int]] = {}
@@ -120,15 +176,39 @@ def rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> Hood
             written = _append_rollback_block(meta_client, req, rollback_time, instant.timestamp)
             rollback_logs.setdefault(req.partition_path, {}).update(written)
             failed_logs.setdefault(req.partition_path, {}).update(req.log_blocks_to_roll_back)
+    crash_point("rollback.after_files_deleted")
     took = int((time.time() - started) * 1000)
     metadata = write_avro_container(HOODIE_ROLLBACK_METADATA,
                                     rollback_metadata_record(rollback_time, took, instant, deleted, failed,
                                                              rollback_logs, failed_logs))
     completed = timeline.transition_to_complete(inflight, metadata)
-    timeline.delete_instant_files(instant.timestamp)
-    delete_marker_dir(meta_client.storage, meta_client.marker_dir(instant.timestamp))
+    crash_point("rollback.after_commit")
+    _remove_rolled_back(meta_client, instant.timestamp)
     log.info("rolled back failed write %s (%d files deleted) as %s", instant, sum(map(len, deleted.values())), completed)
     return completed
+
+
+def _remove_rolled_back(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
+    meta_client.active_timeline.delete_instant_files(instant_time)
+    delete_marker_dir(meta_client.storage, meta_client.marker_dir(instant_time))
+    meta_client.storage.delete(heartbeat_path(meta_client.meta_path, instant_time))  # its dead writer's
+
+
+def _completed_rollback_of(meta_client: HoodieTableMetaClient, instant_time: str) -> HoodieInstant | None:
+    """The completed rollback whose metadata names `instant_time`, newest first (read only when a failed write
+    is found, so the cost does not fall on every write)."""
+    from storage.avro.container import read_avro_container
+
+    for instant in reversed(list(meta_client.timeline.completed().of_actions([Action.ROLLBACK]))):
+        if instant.timestamp < instant_time:
+            break
+        try:
+            record = read_avro_container(meta_client.active_timeline.read_bytes(instant))
+        except Exception:  # an unreadable old rollback never blocks a new one
+            continue
+        if instant_time in (record.get("commitsRollback") or []):
+            return instant
+    return None
 
 
 def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequest, rollback_time: str,
@@ -145,17 +225,43 @@ def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequ
                 if p is not None and p.file_id == req.file_id and p.instant_time == req.latest_base_instant]
     name = make_log_file_name(req.file_id, req.latest_base_instant, max(versions, default=0) + 1, "0-0-0")
     path = join_path(directory, name)
-    with HoodieLogFormatWriter(path, storage=storage) as writer:
+    with HoodieLogFormatWriter(path, storage=storage, fsync=True) as writer:
         writer.append_block(CommandBlock.rollback(rollback_time, target))
         size = writer.size()
     return {path: size}
 
 
-def rollback_failed_writes(meta_client: HoodieTableMetaClient) -> list[HoodieInstant]:
-    done = [rollback(meta_client, instant) for instant in failed_writes(meta_client)]
+def rollback_failed_writes(meta_client: HoodieTableMetaClient,
+                           heartbeat: HeartbeatSettings | None = None) -> list[HoodieInstant]:
+    """Finish the rollbacks and restores that died half-way, then roll back every pending write whose writer is
+    gone. Callers with concurrent writers run it under the table lock (storage.transaction)."""
+    done = [resume_rollback(meta_client, r, plan) for r, _, plan in pending_rollbacks(meta_client)]
+    if meta_client.timeline.pending().of_actions([Action.RESTORE]):
+        from storage.table_service.restore import finish_pending_restores
+
+        done += finish_pending_restores(meta_client)  # a restore that died half-way is finished before any write
     if done:
         meta_client.reload()
+    done += [rollback(meta_client, instant) for instant in failed_writes(meta_client, heartbeat)]
+    if done:
+        meta_client.reload()
+    remove_completed_leftovers(meta_client)
     return done
+
+
+def remove_completed_leftovers(meta_client: HoodieTableMetaClient) -> None:
+    """Markers and heartbeats of completed instants, left by a writer that died right after publishing
+    (they would otherwise stay forever; nothing reads them once the instant is complete)."""
+    from storage.write.heartbeat import HEARTBEAT_FOLDER
+
+    completed = {i.timestamp for i in meta_client.timeline.completed()}
+    storage = meta_client.storage
+    for entry in storage.list_dir(meta_client.temp_path):
+        if entry.name in completed:
+            delete_marker_dir(storage, entry.path)
+    for entry in storage.list_dir(f"{meta_client.meta_path}/{HEARTBEAT_FOLDER}"):
+        if entry.name in completed:
+            storage.delete(entry.path)
 
 
 def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:

@@ -52,6 +52,9 @@ def resolve_table_settings(config: HoodieConfig, table: HoodieTableConfig | None
 
 
 def _existing(config: HoodieConfig, table: HoodieTableConfig) -> TableSettings:
+    if table.table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
+        raise HoodieWriteError(f"unknown table type {table.table_type!r} in hoodie.properties (hoodie.table.type); "
+                               f"this engine writes {COPY_ON_WRITE} and {MERGE_ON_READ} tables")
     record_keys = table.record_key_fields or config.get(WK.RECORDKEY_FIELD) or []
     _check_consistent(config, "record key", WK.RECORDKEY_FIELD, record_keys)
     _require_record_keys(record_keys)

@@ -4,14 +4,18 @@ as a two-phase commit, holding that write's state from start to end: prepare -> 
 - prepare: the input checked against the table, keyed and combined (storage.write.prepare);
 - locate: the table created if new, failed writes rolled back, each record's file group found by the index and
   the buckets planned (storage.write.locate, storage.write.bucketing);
-- write: a requested and an inflight instant, then one Spark task per bucket writes one file in Arrow and returns
-  its write stat (storage.write.handle);
-- commit: the stats become the commit metadata of the completed instant (storage.write.commit).
+- write: under the table lock an instant time and its requested instant (the heartbeat first), then the inflight
+  instant, then one Spark task per bucket writes one file in Arrow and returns its write stat
+  (storage.write.handle);
+- commit: files of failed task attempts removed (reconcile against markers), then under the table lock: the
+  instant checked still inflight, conflicts resolved against the instants this write did not see
+  (storage.transaction), and the stats published as the completed instant (storage.write.commit).
 Nothing is visible to readers before the completed instant exists; a failure before it leaves the table as it
 was (the write's files and instant files are removed), and nothing after it can undo the commit.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from contextlib import contextmanager
@@ -24,14 +28,18 @@ from pyspark.sql import DataFrame, SparkSession
 
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
-from storage.exception import HoodieDuplicateKeyError
+from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
 from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
-from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
+from storage.table_service.table_services import validate_service_options
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
-from storage.timeline.instant import Action
+from storage.timeline.instant import Action, HoodieInstant
+from storage.transaction.concurrent_operation import ConcurrentOperation
+from storage.transaction.conflict_resolution import TimelineSnapshot, check_strategy, resolve_conflicts
+from storage.transaction.transaction_manager import NEVER, TransactionManager, failed_writes_policy
 from storage.write.bucketing import assign_buckets, plan_write
 from storage.write.commit import (
     commit_metadata,
@@ -41,13 +49,14 @@ from storage.write.commit import (
 )
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
-from storage.write.heartbeat import Heartbeat
+from storage.write.heartbeat import Heartbeat, HeartbeatSettings
 from storage.write.locate import is_global_index, tag_location, workload_profile
-from storage.write.markers import delete_marker_dir
+from storage.write.markers import delete_marker_dir, reconcile_against_markers
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import BucketPlan, WorkloadProfile
 from storage.write.prepare import (
     KEY_COUNT,
+    check_missing_columns,
     combine_before_write,
     dedup,
     key_records,
@@ -56,6 +65,7 @@ from storage.write.prepare import (
     validate_input,
 )
 from storage.write.rollback import abort_write, rollback_failed_writes
+from storage.table.schema_resolver import table_data_schema
 from storage.write.table_settings import (
     TableSettings,
     resolve_table_settings,
@@ -102,6 +112,8 @@ class Located:
     tagged: DataFrame
     profile: WorkloadProfile | None
     plan: BucketPlan
+    snapshot: TimelineSnapshot  # the timeline the write planned against (conflict resolution)
+    txn: TransactionManager
 
 
 @dataclass
@@ -116,9 +128,11 @@ class WriteOperation:
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
 
     def run(self, df: DataFrame) -> WriteResult:
+        validate_service_options(self.config)  # a bad retention fails before anything is written
         tally = RequestTally(self.spark)
-        exists = HoodieTableMetaClient.exists(self.base_path, self.storage)
-        meta = HoodieTableMetaClient.load(self.base_path, self.storage) if exists else None
+        failed_writes_policy(self.config)  # invalid concurrency settings fail before anything runs
+        check_strategy(self.config)
+        meta = self._load_table()
         with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
             if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
                 log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)
@@ -127,12 +141,30 @@ class WriteOperation:
         tally.report(f"{self.operation.value} {result.instant_time} of {self.base_path}")
         return result
 
+    def _load_table(self) -> HoodieTableMetaClient | None:
+        """The table, or None for a new one; a table version this engine does not write, or a non-empty
+        directory that is not a Hudi table, is refused before anything is written."""
+        if not HoodieTableMetaClient.exists(self.base_path, self.storage):
+            entries = [e.name for e in self.storage.list_dir(self.base_path)]
+            if entries:
+                raise HoodieTableStateError(
+                    f"{self.base_path} is not a Hudi table (no .hoodie/hoodie.properties) and is not empty "
+                    f"({', '.join(sorted(entries)[:5])}): write to an empty or new directory")
+            return None
+        meta = HoodieTableMetaClient.load(self.base_path, self.storage)
+        if meta.table_config.version not in SUPPORTED_WRITE_VERSIONS:
+            raise HoodieTableStateError(f"table {self.base_path} has table version {meta.table_config.version}; this "
+                                        f"engine writes versions {SUPPORTED_WRITE_VERSIONS} (it reads it)")
+        return meta
+
     # -- prepare ---------------------------------------------------------------------------------------------
     @contextmanager
     def _prepare(self, df: DataFrame, meta: HoodieTableMetaClient | None) -> Iterator[Prepared]:
         op = self.operation
         settings = resolve_table_settings(self.config, meta.table_config if meta else None)
         validate_input(df, settings, op)
+        if meta is not None:
+            check_missing_columns(df, table_data_schema(meta), self.config, op, self.base_path)
         schema = target_schema(df, meta, op)
         records = key_records(df, settings, op, schema)
         combine = combine_before_write(self.config, op)
@@ -141,7 +173,7 @@ class WriteOperation:
         # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
         # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan.
         with _persisted(records, op.uses_index or combine) as records:
-            counts = partition_counts(records)
+            counts = partition_counts(records, settings.precombine if op is not WriteOperationType.DELETE else None)
             yield Prepared(settings, schema, records.drop(KEY_COUNT), counts)
 
     # -- locate ----------------------------------------------------------------------------------------------
@@ -152,7 +184,9 @@ class WriteOperation:
             meta = HoodieTableMetaClient.init_table(self.base_path,
                                                     table_config_for(settings, self.config, prepared.schema),
                                                     self.storage)
-        rollback_failed_writes(meta)
+        txn = TransactionManager.for_table(meta, self.config)
+        self._rollback_failed_writes(meta, txn)
+        snapshot = TimelineSnapshot.of(meta.timeline)
         fs_view = FileSystemView(meta)
         tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
                               prepared.partitions, sum(prepared.counts.values()))
@@ -164,22 +198,33 @@ class WriteOperation:
                 raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
                                               "the index lookup matched it more than once")
             plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)
-            yield Located(meta, fs_view, tagged, profile, plan)
+            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn)
+
+    def _rollback_failed_writes(self, meta: HoodieTableMetaClient, txn: TransactionManager) -> None:
+        """hoodie.cleaner.policy.failed.writes: EAGER and LAZY both roll back, before the write, the pending writes
+        whose heartbeat is gone (a live writer's never), under the table lock so two writers never roll back the
+        same instant; NEVER leaves them."""
+        if failed_writes_policy(self.config) == NEVER:
+            return
+        with txn.transaction("rollback failed writes"):
+            meta.reload()
+            rollback_failed_writes(meta, HeartbeatSettings.of(self.config))
 
     # -- write and commit ------------------------------------------------------------------------------------
     def _write_and_commit(self, prepared: Prepared, located: Located, tally: RequestTally) -> WriteResult:
         op, meta, settings = self.operation, located.meta, prepared.settings
-        timeline = meta.active_timeline
         action = Action.DELTA_COMMIT if settings.is_mor and op.commit_action == Action.COMMIT else op.commit_action
-        instant_time = timeline.new_instant_time()
         # built before any instant file exists: a bad option fails the write with nothing to undo
-        ctx = build_task_context(meta, self.config, settings, instant_time, prepared.schema, located.plan,
+        ctx = build_task_context(meta, self.config, settings, "0", prepared.schema, located.plan,
                                  located.fs_view, tally.accumulator)
-        heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time).start()
+        requested, heartbeat = self._start_commit(located, action)
+        instant_time = requested.timestamp
+        ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time))
         try:
-            metadata = self._publish(located, prepared, ctx, action, instant_time)
+            metadata = self._publish(located, prepared, ctx, requested)
         finally:
             heartbeat.stop()
+        crash_point("write.after_commit")
         delete_marker_dir(meta.storage, meta.marker_dir(instant_time))
         meta.reload()
         event = CommitEvent(self.base_path, settings.name, instant_time, action, op.metadata_name,
@@ -187,25 +232,69 @@ class WriteOperation:
         failures = post_commit(self.spark, meta, self.config, event)
         return WriteResult(instant_time, action, metadata, failures)
 
-    def _publish(self, located: Located, prepared: Prepared, ctx: WriteTaskContext, action: str,
-                 instant_time: str) -> HoodieCommitMetadata:
-        """requested -> inflight -> data files -> completed. Any failure before the completed instant exists
-        removes this write's files and instants (the table is as it was)."""
-        op, meta = self.operation, located.meta
+    def _start_commit(self, located: Located, action: str) -> tuple[HoodieInstant, Heartbeat]:
+        """Under the table lock: a fresh instant time (unique across writers), its heartbeat, then the requested
+        instant. The heartbeat comes first: no one may take a pending instant without one for a dead write."""
+        meta = located.meta
+        with located.txn.transaction("start commit"):
+            timeline = meta.active_timeline.reload()
+            instant_time = timeline.new_instant_time()
+            heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, HeartbeatSettings.of(self.config)).start()
+            try:
+                requested = timeline.create_requested(action, instant_time, requested_content(self.operation))
+            except BaseException:
+                heartbeat.stop()
+                raise
+        crash_point("write.after_requested")
+        return requested, heartbeat
+
+    def _publish(self, located: Located, prepared: Prepared, ctx: WriteTaskContext,
+                 requested: HoodieInstant) -> HoodieCommitMetadata:
+        """inflight -> data files -> completed. Any failure before the completed instant exists removes this
+        write's files and instants (the table is as it was); nothing after it does."""
+        op, meta, instant_time = self.operation, located.meta, requested.timestamp
         timeline = meta.active_timeline
         try:
-            requested = timeline.create_requested(action, instant_time, requested_content(op))
             inflight = timeline.transition_to_inflight(requested, inflight_content(op, located.plan))
+            crash_point("write.after_inflight")
             stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx)
             metadata = commit_metadata(op, stats, prepared.schema, prepared.settings, located.fs_view,
                                        prepared.partitions)
             crash_point("write.before_commit")
+            removed = reconcile_against_markers(meta.storage, meta.base_path, ctx.marker_dir,
+                                                {s.path for s in stats if s.path})
+            if removed:
+                log.info("write %s: removed %d files of failed task attempts: %s", instant_time, len(removed), removed)
+            this = ConcurrentOperation.of_commit(instant_time, requested.action, metadata)
+            with located.txn.transaction("commit"):
+                timeline.reload()
+                _check_still_inflight(meta, instant_time)
+                resolve_conflicts(meta, this, located.snapshot)
+                timeline.transition_to_complete(inflight, metadata.to_json_bytes())
         except BaseException:
-            log.exception("write %s failed; undoing it", instant_time)
-            abort_write(meta, instant_time)
+            if not _is_published(meta, instant_time):
+                log.exception("write %s failed; undoing it", instant_time)
+                abort_write(meta, instant_time)
             raise
-        timeline.transition_to_complete(inflight, metadata.to_json_bytes())
         return metadata
+
+
+def _check_still_inflight(meta: HoodieTableMetaClient, instant_time: str) -> None:
+    """A write whose heartbeat was taken for dead may have been rolled back by another writer while it ran:
+    then its files are gone and it must not publish."""
+    instant = meta.timeline.find(instant_time)
+    if instant is None or not instant.is_inflight:
+        raise HoodieTableStateError(
+            f"instant {instant_time} of {meta.base_path} is no longer inflight ({instant or 'rolled back'}): another "
+            "writer rolled it back (its heartbeat expired); the write is not committed")
+
+
+def _is_published(meta: HoodieTableMetaClient, instant_time: str) -> bool:
+    try:
+        instant = meta.active_timeline.reload().timeline.find(instant_time)
+    except Exception:  # cannot tell: never delete what may be a published commit's files
+        return True
+    return instant is not None and instant.is_completed
 
 
 def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,

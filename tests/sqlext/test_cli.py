@@ -23,7 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 SPARK_CONF = ["--master", "local[1]", "--conf", "spark.ui.enabled=false", "--conf", "spark.driver.memory=1g"]
 
 
-def sqlext(*args, stdin: str | None = None, timeout: int = 240):
+HANG_GUARD_S = 900  # a guard against hangs only: several CLI runs overlap, each starting a JVM (slow on a busy machine)
+
+
+def sqlext(*args, stdin: str | None = None, timeout: int = HANG_GUARD_S):
     return started(*args, stdin=stdin).result(timeout)
 
 
@@ -40,7 +43,7 @@ class Run:
         self.proc.stdin.close()
         self.proc.stdin = None  # communicate() must not touch it again
 
-    def result(self, timeout: int = 300) -> subprocess.CompletedProcess:
+    def result(self, timeout: int = HANG_GUARD_S) -> subprocess.CompletedProcess:
         if self._done is None:
             out, err = self.proc.communicate(timeout=timeout)
             self._done = subprocess.CompletedProcess(self.proc.args, self.proc.returncode, out, err)

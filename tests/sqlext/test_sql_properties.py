@@ -56,7 +56,7 @@ def test_java_class_properties(hudi_sql, warehouse, caplog):
         'hoodie.write.lock.provider' = 'org.apache.hudi.client.transaction.lock.InProcessLockProvider',
         'hoodie.write.commit.callback.class' = 'com.acme.hudi.SlackCallback')""")
     warned = " ".join(r.getMessage() for r in caplog.records)
-    assert "HoodieSparkRecordMerger" in warned and "InProcessLockProvider" in warned
+    assert "HoodieSparkRecordMerger" in warned and "InProcessLockProvider" not in warned  # a real lock now
     assert "com.acme.hudi.SlackCallback" in warned and "DefaultHoodieRecordPayload" not in warned
     hudi_sql.sql("INSERT INTO ok VALUES (1, 'a', 2); INSERT INTO ok VALUES (1, 'older', 1)")
     assert _by_id(warehouse / "ok", "v") == {1: "a"}  # DefaultHoodieRecordPayload: the larger ts wins

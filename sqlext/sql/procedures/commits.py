@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from sqlext.sql.procedures._timeline import (
-    commit_at, completed_commits, files_inserted, files_updated, state_transition_time, total)
+    commit_at, completed_commits, files_inserted, files_updated, newest_first, state_transition_time, total)
 from sqlext.sql.procedures.registry import optional, procedure, required
 from storage.timeline.commit_metadata import NULL_COMMIT
 
@@ -13,7 +13,7 @@ _TABLE_LIMIT = [required("table", "string"), optional("limit", "int", 10)]
 _TABLE_LIMIT_INSTANT = _TABLE_LIMIT + [required("instant_time", "string")]
 
 
-@procedure("show_commits", _TABLE_LIMIT,
+@procedure("show_commits", _TABLE_LIMIT + [optional("show_archived", "boolean", False)],
            "commit_time string, state_transition_time string, action string, total_bytes_written long, "
            "total_files_added long, total_files_updated long, total_partitions_written long, "
            "total_records_written long, total_update_records_written long, total_errors long",
@@ -21,13 +21,25 @@ _TABLE_LIMIT_INSTANT = _TABLE_LIMIT + [required("instant_time", "string")]
 def show_commits(call, args):
     meta = call.meta_client(args)
     rows = []
-    for instant in completed_commits(meta)[: max(args["limit"], 0)]:
-        md = meta.active_timeline.commit_metadata(instant)
+    for instant, timeline in _commits_with_metadata(meta, args.get("show_archived"))[: max(args["limit"], 0)]:
+        md = timeline.commit_metadata(instant)
         rows.append((instant.timestamp, state_transition_time(meta, instant), instant.action,
                      total(md, "totalWriteBytes"), files_inserted(md), files_updated(md),
                      len(md.partitionToWriteStats), total(md, "numWrites"), total(md, "numUpdateWrites"),
                      total(md, "totalWriteErrors")))
     return rows
+
+
+def _commits_with_metadata(meta, show_archived: bool):
+    """(instant, its timeline) newest first, archived commits after the active ones when asked for; each
+    timeline answers `commit_metadata(instant)`."""
+    active = [(i, meta.active_timeline) for i in completed_commits(meta)]
+    if not show_archived:
+        return active
+    from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+    archived = HoodieArchivedTimeline(meta)
+    return active + [(i, archived) for i in newest_first(archived.completed().write_timeline())]
 
 
 @procedure("show_commits_metadata", _TABLE_LIMIT,

@@ -94,10 +94,12 @@ def show_compaction(call, args):
     meta = call.meta_client(args)
     if not meta.table_config.is_mor:
         raise call.error("cannot show compaction on a non merge-on-read table")
-    if args["show_archived"]:
-        log.warning("show_compaction: the archived timeline is not read; showing the active timeline")
+    from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+    archived = HoodieArchivedTimeline(meta, load=bool(args["show_archived"]))
     compaction_ts = {i.timestamp for i in meta.active_timeline.all_files() if i.action == Action.COMPACTION}
-    instants = [i for i in meta.timeline if i.timestamp in compaction_ts
+    archived_ts = {e.instant.timestamp for e in archived.entries if e.instant.action == Action.COMPACTION}
+    instants = [i for i in [*meta.timeline, *archived.completed()] if i.timestamp in compaction_ts | archived_ts
                 and (not args["start_time"] or i.timestamp >= args["start_time"])
                 and (not args["end_time"] or i.timestamp <= args["end_time"])]
     bounded = bool(args["start_time"] and args["end_time"])
@@ -105,15 +107,19 @@ def show_compaction(call, args):
     rows = []
     for instant in instants:
         state = instant.state.value
-        head = (instant.timestamp, state_transition_time(meta, instant), state, Action.COMPACTION, "ACTIVE")
+        is_archived = instant.timestamp not in compaction_ts
+        head = (instant.timestamp, None if is_archived else state_transition_time(meta, instant), state,
+                Action.COMPACTION, "ARCHIVED" if is_archived else "ACTIVE")
         try:
-            operations = service.read_plan(meta, instant.timestamp).get("operations") or []
+            plan = archived.compaction_plan(instant.timestamp) if is_archived else \
+                service.read_plan(meta, instant.timestamp)
+            operations = (plan or {}).get("operations") or []
         except Exception as exc:
             log.warning("cannot read the compaction plan of %s: %s", instant.timestamp, exc)
             rows.append(head + (None,) * 6)
             continue
         if instant.is_completed:
-            md = meta.active_timeline.commit_metadata(instant)
+            md = (archived if is_archived else meta.active_timeline).commit_metadata(instant)
             for partition, stats in md.partitionToWriteStats.items():
                 for s in stats:
                     rows.append(head + (len(operations), partition, s.totalLogFilesCompacted,

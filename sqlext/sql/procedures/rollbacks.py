@@ -23,13 +23,17 @@ def show_rollbacks(call, args):
     from storage.avro.container import read_avro_container
 
     meta = call.meta_client(args)
-    if args["show_archived"]:
-        log.warning("show_rollbacks: the archived timeline is not read; showing the active timeline")
+    archived = _archived(meta, args["show_archived"])
     instants = [i for i in meta.timeline.of_actions([Action.ROLLBACK]) if _in_range(i.timestamp, args)]
+    instants += [i for i in archived.completed().of_actions([Action.ROLLBACK]) if _in_range(i.timestamp, args)]
     bounded = bool(args["start_time"] and args["end_time"])
     instants = newest_first(instants) if bounded else newest_first(instants)[: max(args["limit"], 0)]
     rows = []
     for instant in instants:
+        if archived.metadata(instant) is not None and not meta.timeline.contains_timestamp(instant.timestamp):
+            head = (instant.timestamp, None, instant.state.value, instant.action, "ARCHIVED")
+            rows.extend(_completed_rows(head, archived.metadata(instant)))
+            continue
         head = (instant.timestamp, state_transition_time(meta, instant), instant.state.value, instant.action, "ACTIVE")
         try:
             if instant.is_completed:
@@ -44,6 +48,13 @@ def show_rollbacks(call, args):
     if not bounded:
         rows = rows[: max(args["limit"], 0)]
     return call.filtered(call.to_frame(rows), args["filter"])
+
+
+def _archived(meta, show_archived: bool):
+    """The archived timeline when asked for, else an empty one."""
+    from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+    return HoodieArchivedTimeline(meta, load=bool(show_archived))
 
 
 def _in_range(ts: str, args) -> bool:
@@ -80,7 +91,7 @@ def _pending_rows(head: tuple, plan: dict) -> list[tuple]:
 
 @procedure("rollback_to_instant", [required("table", "string"), required("instant_time", "string")],
            "rollback_result boolean",
-           "roll back a commit (the latest one; later commits must be rolled back first)")
+           "roll back a commit; an older completed commit is rolled back with every later one (a restore)")
 def rollback_to_instant(call, args):
     """As Hudi's rollback of a completed instant: write markers for the files the commit's metadata names,
     unpublish the commit (its completed file goes, the inflight stays), then the storage rollback deletes
@@ -102,9 +113,24 @@ def rollback_to_instant(call, args):
                          f"{', '.join(i.timestamp for i in newest_first(commits)[:5]) or 'none'})")
     later = [i.timestamp for i in commits if i.timestamp > ts]
     if later:
-        raise call.error(f"found commits after time {ts} ({', '.join(later)}): roll back the later commits first")
-    done = rollback_completed(meta, target) if target.is_completed else rollback(meta, target)
+        done = _restore_before(call, meta, target)
+    else:
+        done = rollback_completed(meta, target) if target.is_completed else rollback(meta, target)
     meta.reload()
     log.info("rolled back %s of %s as %s", target, ref.qualified_name, done)
     call.resolver.refresh(ref)
     return [(True,)]
+
+
+def _restore_before(call, meta, target):
+    """Roll back `target` and every later instant: a restore to the completed commit before it."""
+    from storage.exception import HoodieError
+    from storage.table_service.restore import restore_to_instant
+
+    earlier = [i.timestamp for i in meta.timeline.completed().write_timeline() if i.timestamp < target.timestamp]
+    if not earlier:
+        raise call.error(f"commit {target.timestamp} is the first commit of the active timeline: nothing to restore to")
+    try:
+        return restore_to_instant(meta, earlier[-1])
+    except HoodieError as exc:
+        raise call.error(str(exc)) from exc

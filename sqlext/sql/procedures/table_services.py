@@ -1,0 +1,170 @@
+"""Clean, archival, savepoint and restore procedures (Hudi's RunCleanProcedure, ShowCleansProcedure,
+ShowCleansPlanProcedure, ArchiveCommitsProcedure, ShowArchivedCommitsProcedure, CreateSavepointProcedure,
+ShowSavepointsProcedure, DeleteSavepointProcedure, RollbackToSavepointProcedure), over
+storage.table_service (imported when called)."""
+from __future__ import annotations
+
+import logging
+
+from sqlext.sql.procedures._timeline import files_inserted, files_updated, newest_first, state_transition_time, total
+from sqlext.sql.procedures.registry import optional, procedure, required
+from storage.exception import HoodieError
+
+log = logging.getLogger(__name__)
+
+_TABLE = [optional("table", "string"), optional("path", "string")]
+
+
+def _table_options(meta) -> dict[str, str]:
+    return {k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")}
+
+
+def _run(call, fn, *args, **kwargs):
+    """A storage error becomes the CALL's error (position, statement), the table unchanged."""
+    try:
+        return fn(*args, **kwargs)
+    except HoodieError as exc:
+        raise call.error(str(exc)) from exc
+
+
+@procedure("run_clean",
+           _TABLE + [optional("schedule_in_line", "boolean", True), optional("clean_policy", "string"),
+                     optional("retain_commits", "int"), optional("hours_retained", "int"),
+                     optional("file_versions_retained", "int"), optional("trigger_strategy", "string"),
+                     optional("trigger_max_commits", "int"), optional("options", "string")],
+           "start_clean_time string, time_taken_in_millis long, total_files_deleted int, "
+           "earliest_commit_to_retain string, last_completed_commit_timestamp string, version int",
+           "clean old file versions now (finishes a pending clean first)")
+def run_clean(call, args):
+    from sqlext.sql.procedures.compaction import _options
+    from storage.table_service.clean import run_clean as clean, show_cleans
+
+    ref = call.table_ref(args.get("table"), args.get("path"))
+    meta = call.meta_client(args)
+    given = {"hoodie.cleaner.policy": args.get("clean_policy"),
+             "hoodie.cleaner.commits.retained": args.get("retain_commits"),
+             "hoodie.cleaner.hours.retained": args.get("hours_retained"),
+             "hoodie.cleaner.fileversions.retained": args.get("file_versions_retained"),
+             "hoodie.clean.trigger.strategy": args.get("trigger_strategy"),
+             "hoodie.clean.max.commits": args.get("trigger_max_commits")}
+    options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
+               **_options(call, args.get("options"))}
+    instant = _run(call, clean, call.spark, ref.path, options, force=args.get("trigger_max_commits") is None)
+    call.resolver.refresh(ref)
+    rows = [c for c in show_cleans(ref.path) if c["instant"].timestamp == instant]
+    return [(c["startCleanTime"], c["timeTakenInMillis"], c["totalFilesDeleted"], c["earliestCommitToRetain"],
+             c["lastCompletedCommitTimestamp"], c["version"]) for c in rows]
+
+
+@procedure("show_cleans", _TABLE + [optional("limit", "int", 10)],
+           "clean_time string, state_transition_time string, action string, start_clean_time string, "
+           "time_taken_in_millis long, total_files_deleted int, earliest_commit_to_retain string, "
+           "last_completed_commit_timestamp string, version int",
+           "completed cleans, newest first")
+def show_cleans(call, args):
+    from storage.table_service.clean import show_cleans as cleans
+
+    meta = call.meta_client(args)
+    rows = []
+    for c in sorted(cleans(meta.base_path), key=lambda c: c["instant"].timestamp, reverse=True):
+        i = c["instant"]
+        rows.append((i.timestamp, state_transition_time(meta, i), i.action, c["startCleanTime"],
+                     c["timeTakenInMillis"], c["totalFilesDeleted"], c["earliestCommitToRetain"],
+                     c["lastCompletedCommitTimestamp"], c["version"]))
+    return rows[: max(args["limit"], 0)]
+
+
+@procedure("show_clean_plans", _TABLE + [optional("limit", "int", 10)],
+           "plan_time string, state string, action string, earliest_instant_to_retain string, "
+           "last_completed_commit_timestamp string, policy string, version int, total_files_to_delete int",
+           "clean plans (pending and completed cleans), newest first")
+def show_clean_plans(call, args):
+    from storage.table_service.clean import show_clean_plans as plans
+
+    meta = call.meta_client(args)
+    rows = []
+    for p in sorted(plans(meta.base_path), key=lambda p: p["instant"].timestamp, reverse=True):
+        i, ectr = p["instant"], p.get("earliestInstantToRetain") or {}
+        files = sum(len(v or []) for v in (p.get("filePathsToBeDeletedPerPartition") or {}).values())
+        rows.append((i.timestamp, i.state.value, i.action, ectr.get("timestamp"), p.get("lastCompletedCommitTimestamp"),
+                     p.get("policy"), p.get("version"), files))
+    return rows[: max(args["limit"], 0)]
+
+
+@procedure("archive_commits",
+           _TABLE + [optional("min_commits", "int"), optional("max_commits", "int"), optional("retain_commits", "int"),
+                     optional("options", "string")],
+           "result int", "archive old instants now (0 = archived, as Hudi's procedure answers)")
+def archive_commits(call, args):
+    from sqlext.sql.procedures.compaction import _options
+    from storage.table_service.archival import archive
+
+    meta = call.meta_client(args)
+    given = {"hoodie.keep.min.commits": args.get("min_commits"), "hoodie.keep.max.commits": args.get("max_commits"),
+             "hoodie.cleaner.commits.retained": args.get("retain_commits")}
+    options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
+               **_options(call, args.get("options"))}
+    _run(call, archive, meta, options)
+    return [(0,)]
+
+
+@procedure("show_archived_commits",
+           _TABLE + [optional("limit", "int", 10), optional("start_ts", "string", ""), optional("end_ts", "string", "")],
+           "commit_time string, action string, total_bytes_written long, total_files_added long, "
+           "total_files_updated long, total_partitions_written long, total_records_written long, "
+           "total_update_records_written long, total_errors long",
+           "completed commits of the archived timeline between start_ts and end_ts, newest first")
+def show_archived_commits(call, args):
+    from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+    meta = call.meta_client(args)
+    archived = HoodieArchivedTimeline(meta, args["start_ts"] or None, args["end_ts"] or None)
+    bounded = bool(args["start_ts"] and args["end_ts"])
+    commits = newest_first(archived.completed().write_timeline())
+    rows = []
+    for instant in commits if bounded else commits[: max(args["limit"], 0)]:
+        md = archived.commit_metadata(instant)
+        rows.append((instant.timestamp, instant.action, total(md, "totalWriteBytes"), files_inserted(md),
+                     files_updated(md), len(md.partitionToWriteStats), total(md, "numWrites"),
+                     total(md, "numUpdateWrites"), total(md, "totalWriteErrors")))
+    return rows
+
+
+@procedure("create_savepoint",
+           _TABLE + [required("commit_time", "string"), optional("user", "string", ""),
+                     optional("comments", "string", "")],
+           "create_savepoint_result boolean", "savepoint a completed commit (clean and archival keep its files)")
+def create_savepoint(call, args):
+    from storage.table_service.savepoint import create_savepoint as create
+
+    meta = call.meta_client(args)
+    _run(call, create, meta, str(args["commit_time"]).strip(), args["user"] or None, args["comments"])
+    return [(True,)]
+
+
+@procedure("show_savepoints", _TABLE, "savepoint_time string", "savepoints of the table, newest first")
+def show_savepoints(call, args):
+    from storage.table_service.savepoint import savepoint_instants
+
+    return [(i.timestamp,) for i in newest_first(savepoint_instants(call.meta_client(args)))]
+
+
+@procedure("delete_savepoint", _TABLE + [required("instant_time", "string")],
+           "delete_savepoint_result boolean", "remove a savepoint")
+def delete_savepoint(call, args):
+    from storage.table_service.savepoint import delete_savepoint as delete
+
+    _run(call, delete, call.meta_client(args), str(args["instant_time"]).strip())
+    return [(True,)]
+
+
+@procedure("rollback_to_savepoint", _TABLE + [required("instant_time", "string")],
+           "rollback_savepoint_result boolean",
+           "restore the table to a savepoint: every later instant rolled back (a <t>.restore instant)")
+def rollback_to_savepoint(call, args):
+    from storage.table_service.restore import restore_to_savepoint
+
+    ref = call.table_ref(args.get("table"), args.get("path"))
+    _run(call, restore_to_savepoint, call.meta_client(args), str(args["instant_time"]).strip())
+    call.resolver.refresh(ref)
+    return [(True,)]

@@ -1,0 +1,181 @@
+"""Clean (Hudi's clean table service; seed 003 "数据清理"): removes file versions the retention policy no longer
+needs, in three phases on the timeline.
+
+Python API (`CALL run_clean` / `show_cleans` / `show_clean_plans` map onto it):
+
+- ``schedule_clean(meta_client_or_path, options=None) -> str | None``: plans (storage.table_service.clean_planner)
+  and writes ``<t>.clean.requested`` (Avro HoodieCleanerPlan); None when nothing is to be cleaned.
+- ``run_clean(spark, base_path, options=None, force=True) -> str | None``: first finishes any pending clean (a
+  clean that died re-executes its saved plan), then schedules and executes a new one (with ``force=False`` only
+  when ``hoodie.clean.max.commits`` commits were made since the last clean). Returns the new clean instant.
+- ``show_cleans(base_path)`` / ``show_clean_plans(base_path)``: completed cleans / clean plans as dicts.
+
+Execution: ``<t>.clean.inflight`` (the plan again), the deletes as Spark tasks (one task per group of
+partitions, never a driver loop over the files), then ``<t>.clean`` (Avro HoodieCleanMetadata). Deleting is
+idempotent (a file already gone counts as deleted), so re-executing a plan is safe.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterable, Iterator
+
+from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.models import HOODIE_CLEAN_METADATA, HOODIE_CLEANER_PLAN
+from storage.config import CleanConfigKeys as CK
+from storage.config import HoodieConfig
+from storage.exception import HoodieCleanError
+from storage.io.storage import HoodieStorage
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table_service.clean_planner import CleanPlanner, HoodieCleanerPlan
+from storage.table_service.service_table import service_meta_client
+from storage.testing.crash_points import crash_point
+from storage.transaction.transaction_manager import TransactionManager
+from storage.timeline.instant import Action, HoodieInstant
+
+log = logging.getLogger(__name__)
+
+CLEAN_METADATA_VERSION = 2  # CleanerUtils.LATEST_CLEAN_METADATA_VERSION
+
+
+def clean_config(meta: HoodieTableMetaClient, options: dict[str, str] | None) -> HoodieConfig:
+    """Cleaner options; the policy is checked at once so a bad name fails before anything is written."""
+    config = HoodieConfig.of(options or {})
+    from storage.table_service.clean_planner import HoodieCleaningPolicy
+
+    HoodieCleaningPolicy.of(config.get(CK.POLICY))
+    for prop in (CK.COMMITS_RETAINED, CK.FILE_VERSIONS_RETAINED, CK.HOURS_RETAINED, CK.MAX_COMMITS):
+        if config.get(prop) < 1:
+            raise HoodieCleanError(f"{prop.key} must be at least 1, got {config.get(prop)} (table {meta.base_path})")
+    return config
+
+
+def needs_cleaning(meta: HoodieTableMetaClient, config: HoodieConfig) -> bool:
+    """`hoodie.clean.trigger.strategy` NUM_COMMITS: at least `hoodie.clean.max.commits` commits since the last
+    clean (scheduled or completed)."""
+    strategy = str(config.get(CK.TRIGGER_STRATEGY)).upper()
+    if strategy != "NUM_COMMITS":
+        raise HoodieCleanError(f"unknown hoodie.clean.trigger.strategy {strategy!r}; use NUM_COMMITS")
+    last = meta.timeline.of_actions([Action.CLEAN]).last()
+    commits = meta.timeline.completed().write_timeline()
+    since = [c for c in commits if last is None or c.timestamp > last.timestamp]
+    return len(since) >= config.get(CK.MAX_COMMITS)
+
+
+def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+                   spark=None) -> str | None:
+    """Plan a clean and save it as `<t>.clean.requested`; the instant time, or None if nothing is to clean."""
+    meta = service_meta_client(meta_client_or_path, "clean", spark, options)
+    config = clean_config(meta, options)
+    # planned under the table lock: a writer cannot start (take an instant time) between the planner's look at
+    # the pending writes and the plan's publication, so no file a live writer reads is planned for deletion
+    with TransactionManager.for_table(meta, config).transaction("schedule clean"):
+        meta.reload()
+        plan = CleanPlanner(meta, config).plan()
+        if plan.is_empty():
+            log.info("nothing to clean in %s", meta.base_path)
+            return None
+        instant_time = meta.active_timeline.new_instant_time()
+        meta.active_timeline.create_requested(Action.CLEAN, instant_time,
+                                              write_avro_container(HOODIE_CLEANER_PLAN, plan.to_record()))
+    crash_point("clean.after_plan")
+    return instant_time
+
+
+def run_clean(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+              force: bool = True) -> str | None:
+    """Finish pending cleans, then schedule and execute a new clean; the new clean's instant time or None."""
+    meta = service_meta_client(base_path, "clean", spark, options)
+    config = clean_config(meta, options)
+    for pending in list(meta.timeline.pending().of_actions([Action.CLEAN])):
+        log.info("finishing the pending clean %s of %s", pending.timestamp, meta.base_path)
+        execute_clean(spark, meta, pending)
+    if not force and not needs_cleaning(meta, config):
+        return None
+    instant_time = schedule_clean(meta, options)
+    if instant_time is None:
+        return None
+    execute_clean(spark, meta, meta.timeline.find(instant_time))
+    return instant_time
+
+
+def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    """requested -> inflight -> deletes in Spark tasks -> completed `<t>.clean` with HoodieCleanMetadata."""
+    timeline = meta.active_timeline
+    started = time.time()
+    plan_bytes = timeline.read_bytes(timeline.requested_of(instant))
+    plan = HoodieCleanerPlan.from_bytes(plan_bytes, meta.base_path)
+    inflight = instant if instant.is_inflight else timeline.transition_to_inflight(instant, plan_bytes)
+    crash_point("clean.after_inflight")
+    results = delete_files(spark, meta.storage, plan.files_per_partition)
+    crash_point("clean.after_deletes")
+    record = clean_metadata_record(instant.timestamp, int((time.time() - started) * 1000), plan, results)
+    completed = timeline.transition_to_complete(inflight, write_avro_container(HOODIE_CLEAN_METADATA, record))
+    meta.reload()
+    log.info("clean %s of %s deleted %d files", instant.timestamp, meta.base_path, record["totalFilesDeleted"])
+    return completed
+
+
+def delete_files(spark, storage: HoodieStorage, files_per_partition: dict[str, list[str]],
+                 parallelism: int = 200) -> dict[str, tuple[list[str], list[str]]]:
+    """Delete the files in Spark tasks, partitions spread over at most `parallelism` tasks; per partition the
+    names deleted (or already gone) and the names that could not be deleted."""
+    groups = [(p, files) for p, files in sorted(files_per_partition.items()) if files]
+    results: dict[str, tuple[list[str], list[str]]] = {p: ([], []) for p, _ in groups}
+    if not groups:
+        return results
+    options = storage.options  # how the tasks reach the table (picklable)
+    rows = spark.sparkContext.parallelize(groups, min(len(groups), parallelism)) \
+        .mapPartitions(lambda it: _delete_task(it, options)).collect()
+    for partition, name, ok in rows:
+        results[partition][0 if ok else 1].append(name)
+    return results
+
+
+def _delete_task(groups: Iterable[tuple[str, list[str]]], options) -> Iterator[tuple[str, str, bool]]:
+    storage = None
+    for partition, files in groups:
+        for path in files:
+            storage = storage or HoodieStorage.for_path(path, options)
+            ok = storage.delete(path) or not storage.exists(path)
+            yield partition, path.rsplit("/", 1)[-1], ok
+
+
+def clean_metadata_record(clean_time: str, took_ms: int, plan: HoodieCleanerPlan,
+                          results: dict[str, tuple[list[str], list[str]]]) -> dict[str, Any]:
+    ectr = plan.earliest_instant_to_retain
+    return {
+        "startCleanTime": clean_time,
+        "timeTakenInMillis": took_ms,
+        "totalFilesDeleted": sum(len(ok) for ok, _ in results.values()),
+        "earliestCommitToRetain": ectr.timestamp if ectr else "",
+        "lastCompletedCommitTimestamp": plan.last_completed_commit,
+        "partitionMetadata": {
+            p: {"partitionPath": p, "policy": plan.policy.value,
+                "deletePathPatterns": [f.rsplit("/", 1)[-1] for f in plan.files_per_partition.get(p, [])],
+                "successDeleteFiles": ok, "failedDeleteFiles": failed, "isPartitionDeleted": False}
+            for p, (ok, failed) in sorted(results.items())},
+        "version": CLEAN_METADATA_VERSION,
+        "bootstrapPartitionMetadata": {},
+        "extraMetadata": None,
+    }
+
+
+def show_cleans(base_path: str) -> list[dict[str, Any]]:
+    """Completed cleans of the active timeline, oldest first, with their metadata's totals."""
+    meta = HoodieTableMetaClient.load(base_path)
+    out = []
+    for instant in meta.timeline.completed().of_actions([Action.CLEAN]):
+        md = read_avro_container(meta.active_timeline.read_bytes(instant))
+        out.append({"instant": instant, **md})
+    return out
+
+
+def show_clean_plans(base_path: str) -> list[dict[str, Any]]:
+    """Every clean instant (any state) with its plan, oldest first."""
+    meta = HoodieTableMetaClient.load(base_path)
+    out = []
+    for instant in meta.timeline.of_actions([Action.CLEAN]):
+        plan = read_avro_container(meta.active_timeline.read_bytes(meta.active_timeline.requested_of(instant)))
+        out.append({"instant": instant, **plan})
+    return out

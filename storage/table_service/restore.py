@@ -1,0 +1,119 @@
+"""Restore (Hudi's RestoreActionExecutor): bring a table back to a savepoint or a completed instant by rolling
+back every later write and table service, newest first.
+
+`<t>.restore.requested` (Avro HoodieRestorePlan: the instants to roll back) -> `<t>.restore.inflight` -> each
+instant rolled back with storage.write.rollback (completed commits through their metadata, merge-on-read log
+appends through rollback blocks, compactions with their plan) -> `<t>.restore` (Avro HoodieRestoreMetadata with
+each rollback's metadata). A restore that dies half-way is finished from its saved plan by the next restore,
+write or table service (`finish_pending_restores`), before anything else touches the table.
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.models import HOODIE_RESTORE_METADATA, HOODIE_RESTORE_PLAN
+from storage.exception import HoodieRestoreError
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table_service.service_table import service_meta_client
+from storage.testing.crash_points import crash_point
+from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.timeline import COMMITS_TIMELINE_ACTIONS
+
+log = logging.getLogger(__name__)
+
+RESTORE_PLAN_VERSION = 2
+
+
+def restore_to_savepoint(table: HoodieTableMetaClient | str, savepoint_time: str, spark=None) -> HoodieInstant:
+    meta = service_meta_client(table, "restore", spark)
+    savepoints = [i.timestamp for i in meta.timeline.completed().of_actions([Action.SAVEPOINT])]
+    if savepoint_time not in savepoints:
+        raise HoodieRestoreError(f"no savepoint at {savepoint_time} in {meta.base_path} (savepoints: "
+                                 f"{', '.join(savepoints) or 'none'})")
+    return restore_to_instant(meta, savepoint_time, savepoint=True)
+
+
+def restore_to_instant(table: HoodieTableMetaClient | str, instant_time: str, savepoint: bool = False,
+                       spark=None) -> HoodieInstant:
+    """Roll back every instant after the completed commit `instant_time`; the completed restore instant."""
+    meta = service_meta_client(table, "restore", spark)
+    finish_pending_restores(meta)
+    completed = meta.timeline.completed().write_timeline()
+    if not completed.contains_timestamp(instant_time):
+        raise HoodieRestoreError(f"cannot restore {meta.base_path} to {instant_time}: no completed commit has that "
+                                 "instant time on the active timeline (archived or never written)")
+    _check_restorable(meta, instant_time, savepoint)
+    later = [i for i in meta.timeline.of_actions(COMMITS_TIMELINE_ACTIONS) if i.timestamp > instant_time]
+    plan = {"instantsToRollback": [{"commitTime": i.timestamp, "action": i.action}
+                                   for i in sorted(later, key=HoodieInstant.sort_key, reverse=True)],
+            "version": RESTORE_PLAN_VERSION,
+            "savepointToRestoreTimestamp": instant_time if savepoint else None}
+    timeline = meta.active_timeline
+    requested = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
+                                          write_avro_container(HOODIE_RESTORE_PLAN, plan))
+    crash_point("restore.after_plan")
+    return _execute(meta, requested)
+
+
+def _check_restorable(meta: HoodieTableMetaClient, instant_time: str, savepoint: bool) -> None:
+    """Later savepoints would name rolled-back files; an instant the cleaner no longer retains lost files."""
+    from storage.table_service.clean_planner import last_completed_clean
+
+    later = [i.timestamp for i in meta.timeline.completed().of_actions([Action.SAVEPOINT]) if i.timestamp > instant_time]
+    if later:
+        raise HoodieRestoreError(f"cannot restore {meta.base_path} to {instant_time}: delete the later savepoints "
+                                 f"first ({', '.join(later)})")
+    last = last_completed_clean(meta)
+    retained_from = (last[1].get("earliestCommitToRetain") or "") if last else ""
+    if not savepoint and retained_from and instant_time < retained_from:
+        raise HoodieRestoreError(f"cannot restore {meta.base_path} to {instant_time}: the cleaner retains commits "
+                                 f"from {retained_from} only (older file versions are deleted); restore to a "
+                                 "savepoint or a later instant")
+
+
+def finish_pending_restores(meta: HoodieTableMetaClient) -> list[HoodieInstant]:
+    """Complete every restore that died half-way (its plan says what is left to roll back)."""
+    done = [_execute(meta, i) for i in list(meta.timeline.pending().of_actions([Action.RESTORE]))]
+    return done
+
+
+def _execute(meta: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    from storage.write.rollback import rollback, rollback_completed
+
+    timeline = meta.active_timeline
+    started = time.time()
+    plan = read_avro_container(timeline.read_bytes(timeline.requested_of(instant)))
+    inflight = instant if instant.is_inflight else timeline.transition_to_inflight(instant)
+    rolled: dict[str, list] = {}
+    for n, target in enumerate(plan.get("instantsToRollback") or []):
+        current = meta.reload().timeline.find(target["commitTime"])
+        if current is None:
+            continue  # rolled back before a crash
+        done = rollback_completed(meta, current) if current.is_completed else rollback(meta, current)
+        rolled[target["commitTime"]] = [read_avro_container(meta.active_timeline.read_bytes(done))]
+        if n == 0:
+            crash_point("restore.between_rollbacks")
+    record = {
+        "startRestoreTime": instant.timestamp,
+        "timeTakenInMillis": int((time.time() - started) * 1000),
+        "instantsToRollback": [t["commitTime"] for t in plan.get("instantsToRollback") or []],
+        "hoodieRestoreMetadata": rolled,
+        "version": 1,
+        "restoreInstantInfo": list(plan.get("instantsToRollback") or []),
+        "extraMetadata": None,
+    }
+    completed = meta.active_timeline.reload().transition_to_complete(
+        inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
+    meta.reload()
+    log.info("restored %s: rolled back %d instants as %s", meta.base_path, len(rolled), completed)
+    return completed
+
+
+def show_restores(meta: HoodieTableMetaClient) -> list[tuple[HoodieInstant, dict]]:
+    out = []
+    for instant in meta.timeline.of_actions([Action.RESTORE]):
+        source = instant if instant.is_completed else meta.active_timeline.requested_of(instant)
+        out.append((instant, read_avro_container(meta.active_timeline.read_bytes(source))))
+    return out

@@ -1,0 +1,95 @@
+"""Savepoints (Hudi's SavepointActionExecutor): pin a completed commit so clean and archival keep what a query
+or a restore at that commit needs.
+
+A savepoint of commit `t` is `<t>.savepoint.inflight` (empty) then `<t>.savepoint` (Avro
+HoodieSavepointMetadata naming, per partition, the files of the latest file slices as of `t`). The cleaner never
+deletes those files; archival stops at the first savepoint (or skips savepointed commits with
+`hoodie.archive.beyond.savepoint`). `restore_to_savepoint` (storage.table_service.restore) brings the table back.
+"""
+from __future__ import annotations
+
+import getpass
+import logging
+import time
+
+from storage.avro.container import write_avro_container
+from storage.avro.models import HOODIE_SAVEPOINT_METADATA
+from storage.exception import HoodieSavepointError
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table_service.clean_planner import last_completed_clean
+from storage.table_service.service_table import service_meta_client
+from storage.testing.crash_points import crash_point
+from storage.timeline.instant import Action, HoodieInstant, State
+
+log = logging.getLogger(__name__)
+
+
+def savepoint_instants(meta: HoodieTableMetaClient) -> list[HoodieInstant]:
+    return list(meta.timeline.completed().of_actions([Action.SAVEPOINT]))
+
+
+def create_savepoint(table: HoodieTableMetaClient | str, commit_time: str, user: str | None = None,
+                     comments: str = "", spark=None) -> HoodieInstant:
+    """Savepoint the completed commit `commit_time`; the completed savepoint instant."""
+    meta = service_meta_client(table, "savepoint", spark)
+    commit = next((i for i in meta.timeline.completed().write_timeline() if i.timestamp == commit_time), None)
+    if commit is None:
+        raise HoodieSavepointError(f"cannot savepoint {commit_time} of {meta.base_path}: no completed commit has "
+                                   "that instant time on the active timeline")
+    if meta.timeline.completed().of_actions([Action.SAVEPOINT]).contains_timestamp(commit_time):
+        raise HoodieSavepointError(f"commit {commit_time} of {meta.base_path} is already savepointed")
+    last = last_completed_clean(meta)
+    retained_from = (last[1].get("earliestCommitToRetain") or "") if last else ""
+    if retained_from and commit_time < retained_from:
+        raise HoodieSavepointError(f"cannot savepoint {commit_time} of {meta.base_path}: it is older than the "
+                                   f"earliest commit the cleaner retains ({retained_from}), its files may be gone")
+    record = _savepoint_record(meta, commit_time, user, comments)
+    timeline = meta.active_timeline
+    inflight = HoodieInstant(State.INFLIGHT, Action.SAVEPOINT, commit_time)
+    if not meta.timeline.pending().of_actions([Action.SAVEPOINT]).contains_timestamp(commit_time):
+        meta.storage.create(f"{timeline.path}/{inflight.file_name(1)}")
+    # else: a savepoint of this commit died before completing; this call finishes it
+    crash_point("savepoint.after_inflight")
+    done = timeline.reload().transition_to_complete(inflight, write_avro_container(HOODIE_SAVEPOINT_METADATA, record))
+    meta.reload()
+    log.info("savepoint %s of %s keeps %d files", commit_time, meta.base_path,
+             sum(len(p["savepointDataFile"]) for p in record["partitionMetadata"].values()))
+    return done
+
+
+def _savepoint_record(meta: HoodieTableMetaClient, commit_time: str, user: str | None, comments: str) -> dict:
+    view = FileSystemView(meta, as_of=commit_time)
+    files: dict[str, list[str]] = {}
+    for fs in view.latest_merged_file_slices():
+        names = ([fs.base_file.name] if fs.base_file else []) + [lf.name for lf in fs.sorted_log_files()]
+        files.setdefault(fs.partition_path, []).extend(names)
+    return {
+        "savepointedBy": user or _user(),
+        "savepointedAt": int(time.time()),
+        "comments": comments or "",
+        "partitionMetadata": {p: {"partitionPath": p, "savepointDataFile": sorted(names)}
+                              for p, names in sorted(files.items())},
+        "version": 1,
+    }
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:  # no user name in some containers
+        return "unknown"
+
+
+def delete_savepoint(table: HoodieTableMetaClient | str, commit_time: str, spark=None) -> None:
+    """Remove the savepoint of `commit_time` (its files become cleanable again)."""
+    meta = service_meta_client(table, "delete_savepoint", spark)
+    files = [i for i in meta.active_timeline.all_files()
+             if i.action == Action.SAVEPOINT and i.timestamp == commit_time]
+    if not any(i.is_completed for i in files):
+        raise HoodieSavepointError(f"no savepoint at {commit_time} in {meta.base_path} (savepoints: "
+                                   f"{', '.join(i.timestamp for i in savepoint_instants(meta)) or 'none'})")
+    for instant in sorted(files, key=lambda i: i.state is State.COMPLETED):  # pending first, as archival does
+        meta.active_timeline.delete_instant_file(instant)
+    meta.reload()
+    log.info("deleted savepoint %s of %s", commit_time, meta.base_path)
