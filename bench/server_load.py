@@ -138,7 +138,7 @@ def client(port: int, index: int, tables: tuple[list[str], list[str]], queries: 
 
 def fetch_big(port: int, rows: int) -> dict:
     """One client fetching `rows` rows with the largest batches the server gives (10,000)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sqlext" / "server"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "sqlext" / "thrift_server"))
     from clients import Raw
 
     raw = Raw(port)
@@ -199,14 +199,17 @@ def main(argv=None) -> int:
         with monitor:
             report["fetch"] = fetch_big(port, args.rows)
         report["fetch"].update({"rss_before_mb": before, "peak_rss_mb": dict(monitor.peak)})
+    except Exception as exc:
+        report["failed"] = f"{type(exc).__name__}: {exc}"  # the phases measured so far are still reported
+        raise
     finally:
         proc.terminate()
         proc.wait(60)
-    text = json.dumps(report, indent=1)
-    print(text)
-    out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / \
-        f"server_load-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
-    out.write_text(text + "\n")
+        text = json.dumps(report, indent=1)
+        print(text)
+        out = Path(args.out) if args.out else Path(__file__).resolve().parent / "results" / \
+            f"server_load-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"
+        out.write_text(text + "\n")
     return 0 if not report["concurrent"]["errors"] and report["fetch"]["checksum_ok"] else 1
 
 
