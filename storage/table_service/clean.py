@@ -24,13 +24,14 @@ from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_CLEAN_METADATA, HOODIE_CLEANER_PLAN
 from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
-from storage.exception import HoodieCleanError
+from storage.exception import HoodieCleanError, HoodieHeartbeatError
 from storage.io.storage import HoodieStorage
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.clean_planner import CleanPlanner, HoodieCleanerPlan
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
 from storage.transaction.transaction_manager import TransactionManager
+from storage.write.heartbeat import Heartbeat, HeartbeatSettings
 from storage.timeline.instant import Action, HoodieInstant
 
 log = logging.getLogger(__name__)
@@ -88,15 +89,35 @@ def run_clean(spark, base_path: HoodieTableMetaClient | str, options: dict[str, 
     meta = service_meta_client(base_path, "clean", spark, options)
     config = clean_config(meta, options)
     for pending in list(meta.timeline.pending().of_actions([Action.CLEAN])):
-        log.info("finishing the pending clean %s of %s", pending.timestamp, meta.base_path)
-        execute_clean(spark, meta, pending)
+        if _execute_claimed(spark, meta, config, pending.timestamp):
+            log.info("finished the pending clean %s of %s", pending.timestamp, meta.base_path)
     if not force and not needs_cleaning(meta, config):
         return None
     instant_time = schedule_clean(meta, options)
     if instant_time is None:
         return None
-    execute_clean(spark, meta, meta.timeline.find(instant_time))
+    _execute_claimed(spark, meta, config, instant_time)  # else another cleaner claimed it and runs it
     return instant_time
+
+
+def _execute_claimed(spark, meta: HoodieTableMetaClient, config: HoodieConfig, instant_time: str) -> bool:
+    """Execute a pending clean unless another live process runs it: claimed under the table lock by a heartbeat
+    (as a compaction), so two writers' post-commit cleans never execute and complete the same plan."""
+    settings = HeartbeatSettings.of(config)
+    with TransactionManager.for_table(meta, config).transaction(f"claim clean {instant_time}"):
+        pending = meta.reload().timeline.pending().of_actions([Action.CLEAN]).find(instant_time)
+        if pending is None:
+            return False
+        try:
+            heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, settings).start()
+        except HoodieHeartbeatError:
+            log.info("clean %s of %s is run by another live process", instant_time, meta.base_path)
+            return False
+    try:
+        execute_clean(spark, meta, pending)
+    finally:
+        heartbeat.stop()
+    return True
 
 
 def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:

@@ -173,7 +173,11 @@ class WriteOperation:
         # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
         # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan.
         with _persisted(records, op.uses_index or combine) as records:
-            counts = partition_counts(records, settings.precombine if op is not WriteOperationType.DELETE else None)
+            # null ordering values are refused where they decide between records; a SQL MERGE (unique keys) and
+            # OverwriteWithLatestAvroPayload (the SQL DML writes: the statement decides) let the field be null
+            latest_wins = str(self.config.get(WK.PAYLOAD_CLASS) or "").endswith("OverwriteWithLatestAvroPayload")
+            checks_ordering = op is not WriteOperationType.DELETE and not (self.require_unique_keys or latest_wins)
+            counts = partition_counts(records, settings.precombine if checks_ordering else None)
             yield Prepared(settings, schema, records.drop(KEY_COUNT), counts)
 
     # -- locate ----------------------------------------------------------------------------------------------
