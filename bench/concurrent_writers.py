@@ -7,7 +7,8 @@ Each writer is a process with its own local Spark session. In every round all wr
 - disjoint rounds: each writer updates and inserts only in its own partition (its own file groups): all commit;
 - overlapping rounds: every writer updates its key and inserts a new one in the one shared partition (the
   same file group): the writers that did not see another's commit lose with HoodieWriteConflictError.
-With `--compactor` (merge-on-read) one more process schedules and runs a compaction in every round.
+With `--compactor` (merge-on-read) one more process schedules and runs a compaction in every round, then a
+clean that keeps only the last two commits (old slices deleted while the writers append to the latest).
 At the end the table read by this engine and by hudi-rs must equal the state built from the committed batches
 only, in commit order. `--lock` picks the lock provider: fs (FileSystemBasedLockProvider), hms
 (HiveMetastoreBasedLockProvider on HIVE_METASTORE_URIS) or inprocess (wrong on purpose for processes).
@@ -98,6 +99,7 @@ def writer_process(writer: int, writers: int, rounds: int, path: str, opts: dict
 
 def compactor_process(rounds: int, path: str, opts: dict, barrier, results) -> None:
     from storage.exception import HoodieError
+    from storage.table_service.clean import run_clean
     from storage.table_service.compaction import run_compaction, schedule_compaction
 
     spark = _session()
@@ -108,6 +110,7 @@ def compactor_process(rounds: int, path: str, opts: dict, barrier, results) -> N
             instant = schedule_compaction(path, opts)
             if instant:
                 run_compaction(spark, path, instant, opts)
+            run_clean(spark, path, {**opts, "hoodie.cleaner.commits.retained": "2"})
             out = Outcome(r, -1, "committed" if instant else "nothing", instant)
         except HoodieError as exc:
             out = Outcome(r, -1, "error", message=f"{type(exc).__name__}: {exc}")

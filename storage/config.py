@@ -314,6 +314,10 @@ class CleanConfigKeys:
     MAX_COMMITS = _prop("hoodie.clean.max.commits", 1, int)
     PARALLELISM = _prop("hoodie.cleaner.parallelism", 200, int)
     ALLOW_MULTIPLE = _prop("hoodie.clean.allow.multiple", True, parse_bool)
+    EMPTY_CLEAN_CREATE_DURATION_MS = _prop(
+        "hoodie.write.empty.clean.create.duration.ms", -1, int,
+        doc="with nothing to clean, still publish an empty clean (advancing earliestCommitToRetain) when the last "
+            "clean is older than this; -1: only when archival waits on the last clean's earliestCommitToRetain")
 
 
 class ArchivalConfigKeys:

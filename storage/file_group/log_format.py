@@ -101,7 +101,7 @@ class HoodieLogFormatWriter:
 
     def __init__(self, path: str | os.PathLike[str], *, data_block_max_size: int = DATA_BLOCK_MAX_SIZE.default,
                  log_file_max_size: int = LOG_FILE_MAX_SIZE.default, fsync: bool = False,
-                 storage: HoodieStorage | None = None) -> None:
+                 storage: HoodieStorage | None = None, exclusive: bool = False) -> None:
         if data_block_max_size <= 0 or log_file_max_size <= 0:
             raise ValueError("block and file size limits must be positive")
         self.path = os.fspath(path)
@@ -109,14 +109,16 @@ class HoodieLogFormatWriter:
         self.data_block_max_size = data_block_max_size
         self.log_file_max_size = log_file_max_size
         self._fsync = fsync
+        self._exclusive = exclusive
         self._file, self._size = self._open()
         self._closed = False
 
     def _open(self):
-        """Append where the file system can; elsewhere (object stores) a log file is written once, whole, when the
-        writer closes, and only if no file has its name (create-if-absent): the caller rolls a new log version
-        per append, as Hudi does on storage without append."""
-        if self.storage.supports_append:
+        """Append where the file system can; elsewhere (object stores), and always when `exclusive`, a log file
+        is written once, whole, when the writer closes, and only if no file has its name (create-if-absent): the
+        caller rolls a new log version per append, as Hudi does on storage without append. Exclusive creation is
+        what keeps two concurrent writers (or a writer and a rollback) from ever sharing one log file."""
+        if self.storage.supports_append and not self._exclusive:
             existing = self.storage.size(self.path) if self.storage.exists(self.path) else 0
             return self.storage.open_append_stream(self.path), existing
         return io.BytesIO(), 0
@@ -172,6 +174,8 @@ class HoodieLogFormatWriter:
             try:
                 self.storage.create(self.path, self._file.getvalue())
             except HoodieFileAlreadyExistsError:
+                if self._exclusive:
+                    raise
                 raise HoodieIOError(f"cannot append to {self.path}: {self.storage.scheme}:// has no append; "
                                     "write the next log file version instead") from None
             return
@@ -184,6 +188,52 @@ class HoodieLogFormatWriter:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+@dataclass(frozen=True)
+class NewLogFile:
+    """A log file created whole by `create_new_log_file`."""
+
+    name: str
+    version: int
+    size: int
+    results: list[AppendResult]
+
+
+MAX_LOG_VERSION_PROBES = 1000
+
+
+def create_new_log_file(storage: HoodieStorage, directory: str, file_id: str, base_instant: str, version: int,
+                        write_token: str | None, blocks: Iterable[HoodieLogBlock], *,
+                        data_block_max_size: int = DATA_BLOCK_MAX_SIZE.default,
+                        before_create: Callable[[str], None] | None = None,
+                        on_taken: Callable[[str], None] | None = None) -> NewLogFile:
+    """`blocks` in a new log file of the slice (file_id, base_instant): version `version`, or the next free one
+    when someone else created that name first. Create-if-absent decides, on every storage, so a log file always
+    belongs to exactly one write: concurrent writers planning the same next version (their write tokens can
+    coincide across Spark applications) never append into one file, and undoing one write never deletes
+    another's log. `before_create(name)` runs before each attempt (the write's marker), `on_taken(name)` after
+    a name turned out to be taken."""
+    from storage.fs_utils import join_path, make_log_file_name
+
+    blocks = list(blocks)
+    for v in range(version, version + MAX_LOG_VERSION_PROBES):
+        name = make_log_file_name(file_id, base_instant, v, write_token)
+        if before_create is not None:
+            before_create(name)
+        try:
+            with HoodieLogFormatWriter(join_path(directory, name), data_block_max_size=data_block_max_size,
+                                       storage=storage, exclusive=True) as writer:
+                results = writer.append_blocks(blocks)
+                size = writer.size()
+        except HoodieFileAlreadyExistsError:
+            logger.info("log file %s in %s was created by another write; taking the next version", name, directory)
+            if on_taken is not None:
+                on_taken(name)
+            continue
+        return NewLogFile(name, v, size, results)
+    raise HoodieIOError(f"no free log file version for file group {file_id} (slice {base_instant}) in {directory} "
+                        f"after {MAX_LOG_VERSION_PROBES} attempts from version {version}")
 
 
 # ----------------------------------------------------------------------------------------------- sources

@@ -22,17 +22,19 @@ from typing import Any, Iterable, Iterator
 
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_CLEAN_METADATA, HOODIE_CLEANER_PLAN
+from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.exception import HoodieCleanError, HoodieHeartbeatError
 from storage.io.storage import HoodieStorage
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.table_service.clean_planner import CleanPlanner, HoodieCleanerPlan
+from storage.table_service.clean_planner import CleanPlanner, HoodieCleanerPlan, last_completed_clean
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
 from storage.transaction.transaction_manager import TransactionManager
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
 from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.instant_time import parse_instant
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +75,7 @@ def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, options: di
     with TransactionManager.for_table(meta, config).transaction("schedule clean"):
         meta.reload()
         plan = CleanPlanner(meta, config).plan()
-        if plan.is_empty():
+        if plan.is_empty() and not records_empty_clean(meta, config, plan):
             log.info("nothing to clean in %s", meta.base_path)
             return None
         instant_time = meta.active_timeline.new_instant_time()
@@ -81,6 +83,29 @@ def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, options: di
                                               write_avro_container(HOODIE_CLEANER_PLAN, plan.to_record()))
     crash_point("clean.after_plan")
     return instant_time
+
+
+def records_empty_clean(meta: HoodieTableMetaClient, config: HoodieConfig, plan: HoodieCleanerPlan,
+                        now: float | None = None) -> bool:
+    """Whether a plan that deletes nothing is still published (an empty clean) because it moves the earliest
+    commit to retain forward, and either archival waits on it or the last clean is older than
+    `hoodie.write.empty.clean.create.duration.ms` (Hudi's empty clean). Archival never passes the last clean's
+    earliestCommitToRetain: without this, a table with nothing to clean for a long time (inserts only, or a
+    merge-on-read table whose old slices a savepoint keeps) would grow its active timeline without bound."""
+    ectr = plan.earliest_instant_to_retain
+    if ectr is None:
+        return False
+    last = last_completed_clean(meta)
+    previous = (last[1].get("earliestCommitToRetain") or None) if last else None
+    if previous is not None and ectr.timestamp <= previous:
+        return False
+    duration_ms = config.get(CK.EMPTY_CLEAN_CREATE_DURATION_MS)
+    if duration_ms >= 0:
+        age_s = (now if now is not None else time.time()) - parse_instant(last[0].timestamp).timestamp() if last else None
+        if age_s is None or age_s * 1000 > duration_ms:
+            return True
+    commits = len(meta.timeline.completed().write_timeline())
+    return commits > config.get(AK.MAX_COMMITS_TO_KEEP)
 
 
 def run_clean(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
@@ -140,14 +165,18 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant) ->
 def delete_files(spark, storage: HoodieStorage, files_per_partition: dict[str, list[str]],
                  parallelism: int = 200) -> dict[str, tuple[list[str], list[str]]]:
     """Delete the files in Spark tasks, partitions spread over at most `parallelism` tasks; per partition the
-    names deleted (or already gone) and the names that could not be deleted."""
+    names deleted (or already gone) and the names that could not be deleted. Without a session (`spark` None:
+    storage-only callers such as a service process without Spark) the driver deletes them itself."""
     groups = [(p, files) for p, files in sorted(files_per_partition.items()) if files]
     results: dict[str, tuple[list[str], list[str]]] = {p: ([], []) for p, _ in groups}
     if not groups:
         return results
     options = storage.options  # how the tasks reach the table (picklable)
-    rows = spark.sparkContext.parallelize(groups, min(len(groups), parallelism)) \
-        .mapPartitions(lambda it: _delete_task(it, options)).collect()
+    if spark is None:
+        rows = list(_delete_task(groups, options))
+    else:
+        rows = spark.sparkContext.parallelize(groups, min(len(groups), parallelism)) \
+            .mapPartitions(lambda it: _delete_task(it, options)).collect()
     for partition, name, ok in rows:
         results[partition][0 if ok else 1].append(name)
     return results

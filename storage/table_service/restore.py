@@ -65,12 +65,26 @@ def _check_restorable(meta: HoodieTableMetaClient, instant_time: str, savepoint:
     if later:
         raise HoodieRestoreError(f"cannot restore {meta.base_path} to {instant_time}: delete the later savepoints "
                                  f"first ({', '.join(later)})")
+    _check_nothing_archived_after(meta, instant_time)
     last = last_completed_clean(meta)
     retained_from = (last[1].get("earliestCommitToRetain") or "") if last else ""
     if not savepoint and retained_from and instant_time < retained_from:
         raise HoodieRestoreError(f"cannot restore {meta.base_path} to {instant_time}: the cleaner retains commits "
                                  f"from {retained_from} only (older file versions are deleted); restore to a "
                                  "savepoint or a later instant")
+
+
+def _check_nothing_archived_after(meta: HoodieTableMetaClient, instant_time: str) -> None:
+    """A restore rolls back the commits after the target from the active timeline; commits that archival moved
+    past a savepoint (`hoodie.archive.beyond.savepoint`) cannot be rolled back, and their files would stay."""
+    from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+    later = [i.timestamp for i in HoodieArchivedTimeline(meta).completed().write_timeline() if i.timestamp > instant_time]
+    if later:
+        raise HoodieRestoreError(
+            f"cannot restore {meta.base_path} to {instant_time}: {len(later)} later commits ({later[0]} .. {later[-1]}) "
+            "were archived beyond it (hoodie.archive.beyond.savepoint=true) and cannot be rolled back; keep "
+            "hoodie.archive.beyond.savepoint=false on tables whose savepoints must stay restorable")
 
 
 def finish_pending_restores(meta: HoodieTableMetaClient) -> list[HoodieInstant]:

@@ -77,8 +77,13 @@ class HoodieTimeline:
     def commits_timeline_start(self) -> str | None:
         """The time of the first write or table-service instant (any state): write instants older than it were
         archived after completing (Hudi's `isBeforeTimelineStarts`). Clean, rollback and savepoint instants are
-        archived on their own schedule, so they do not mark the start."""
-        first = self.of_actions(COMMITS_TIMELINE_ACTIONS).first()
+        archived on their own schedule, so they do not mark the start. Nor does a savepointed commit: archival
+        beyond a savepoint (`hoodie.archive.beyond.savepoint`) keeps it and archives the commits after it, so the
+        timeline starts at the first commit that is not savepointed (Hudi's getFirstNonSavepointCommit), or, when
+        every commit left is savepointed (e.g. after a restore), at the last of them: all older ones were archived."""
+        commits = list(self.of_actions(COMMITS_TIMELINE_ACTIONS))
+        savepointed = {i.timestamp for i in self.instants if i.action == Action.SAVEPOINT}
+        first = next((i for i in commits if i.timestamp not in savepointed), commits[-1] if commits else None)
         return first.timestamp if first else None
 
     def is_before_timeline_starts(self, instant_time: str) -> bool:

@@ -33,7 +33,7 @@ from storage.meta_fields import (
 )
 from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
-from storage.write.markers import IOType, create_marker
+from storage.write.markers import IOType, create_marker, delete_marker
 from storage.write.table_settings import PAYLOAD_DEFAULT
 from storage.write.task_context import (
     BUCKET_COLUMN,
@@ -41,6 +41,7 @@ from storage.write.task_context import (
     OP_DELETE,
     BucketTarget,
     WriteTaskContext,
+    LogTarget,
 )
 
 log = logging.getLogger(__name__)
@@ -209,13 +210,10 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
     from storage.file_group.delete_record import DeleteRecord
     from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetDataBlock
-    from storage.file_group.log_format import HoodieLogFormatWriter
-    from storage.fs_utils import make_log_file_name
 
     schema = ctx.schema
     partition_id, stage_id, attempt_id = task_ids()
     token = make_write_token(partition_id, stage_id, attempt_id)
-    log_name = make_log_file_name(target.file_id, target.log.base_instant, target.log.version, token)
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
@@ -227,8 +225,6 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         rows = null_meta_fields(rows)
     storage = ctx.storage
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
-    create_marker(storage, ctx.marker_dir, target.partition_path, log_name, IOType.APPEND)
-    path = join_path(ctx.base_path, target.partition_path, log_name)
     blocks = []
     if rows.num_rows and ctx.data_block_format == "parquet":
         blocks.append(ParquetDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time,
@@ -245,10 +241,9 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         blocks.append(DeleteBlock.from_records(
             [DeleteRecord(k, target.partition_path, v, otype if v is not None else None) for k, v in zip(keys, values)],
             ctx.instant_time, ctx.avro_schema_json))
-    with HoodieLogFormatWriter(path, data_block_max_size=ctx.data_block_max_size, storage=storage,
-                               fsync=True) as writer:
-        results = writer.append_blocks(blocks)
-        size = writer.size()
+    created = write_new_log_file(storage, ctx.base_path, ctx.marker_dir, target.partition_path, target.file_id,
+                                 target.log, token, blocks, ctx.data_block_max_size)
+    log_name, size, results = created.name, created.size, created.results
     storage.fsync(join_path(ctx.base_path, target.partition_path))
     fail_task_once("write.task_after_file")
     took = int((time.time() - started) * 1000)
@@ -268,11 +263,25 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         totalLogBlocks=len(results),
         fileSizeInBytes=size,
         runtimeStats=RuntimeStats(0, 0, took),
-        logVersion=target.log.version,
+        logVersion=created.version,
         logOffset=0,
         baseFile=base_name,
         logFiles=[log_name],
     )
+
+
+def write_new_log_file(storage, base_path: str, marker_dir: str, partition_path: str, file_id: str,
+                       target: LogTarget, write_token: str, blocks: list, data_block_max_size: int):
+    """A write's blocks in a log file of its own (`create_new_log_file`), named by an APPEND marker of the write.
+    The marker comes first, so a crash leaves no unnamed file; a marker for a name another write took first is
+    removed again, so undoing this write (which deletes the files its markers name) never touches that log."""
+    from storage.file_group.log_format import create_new_log_file
+
+    return create_new_log_file(
+        storage, join_path(base_path, partition_path), file_id, target.base_instant, target.version, write_token,
+        blocks, data_block_max_size=data_block_max_size,
+        before_create=lambda name: create_marker(storage, marker_dir, partition_path, name, IOType.APPEND),
+        on_taken=lambda name: delete_marker(storage, marker_dir, partition_path, name, IOType.APPEND))
 
 
 def _natural_order_for_delete_operation(deletes: pa.Table, ordering: pa.ChunkedArray) -> pa.Array:

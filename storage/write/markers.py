@@ -38,6 +38,10 @@ def create_marker(storage: HoodieStorage, marker_dir: str, partition_path: str, 
         pass  # a retried task attempt writes the same marker
 
 
+def delete_marker(storage: HoodieStorage, marker_dir: str, partition_path: str, file_name: str, io_type: str) -> None:
+    storage.delete(marker_path(marker_dir, partition_path, file_name, io_type))
+
+
 def list_markers(storage: HoodieStorage, marker_dir: str) -> list[Marker]:
     """Every marker of a write (one recursive listing)."""
     markers = []

@@ -216,19 +216,16 @@ def _append_rollback_block(meta_client: HoodieTableMetaClient, req: RollbackRequ
     """A rollback COMMAND_BLOCK (TARGET_INSTANT_TIME = the failed instant) in the next log version of the slice
     the failed instant appended to; readers then skip that instant's blocks. Returns {log path: size}."""
     from storage.file_group.log_block import CommandBlock
-    from storage.file_group.log_format import HoodieLogFormatWriter
-    from storage.fs_utils import make_log_file_name
+    from storage.file_group.log_format import create_new_log_file
 
     storage = meta_client.storage
     directory = join_path(meta_client.base_path, req.partition_path) if req.partition_path else meta_client.base_path
     versions = [p.version for p in (parse_log_file_name(f.name) for f in storage.list_dir(directory))
                 if p is not None and p.file_id == req.file_id and p.instant_time == req.latest_base_instant]
-    name = make_log_file_name(req.file_id, req.latest_base_instant, max(versions, default=0) + 1, "0-0-0")
-    path = join_path(directory, name)
-    with HoodieLogFormatWriter(path, storage=storage, fsync=True) as writer:
-        writer.append_block(CommandBlock.rollback(rollback_time, target))
-        size = writer.size()
-    return {path: size}
+    created = create_new_log_file(storage, directory, req.file_id, req.latest_base_instant,
+                                  max(versions, default=0) + 1, "0-0-0", [CommandBlock.rollback(rollback_time, target)])
+    storage.fsync(directory)
+    return {join_path(directory, created.name): created.size}
 
 
 def rollback_failed_writes(meta_client: HoodieTableMetaClient,

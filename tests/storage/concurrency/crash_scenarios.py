@@ -120,7 +120,7 @@ def _restore_crashed(point: str, state: dict) -> dict:
 
 
 _SERVICE_SCENARIOS = {
-    "clean": Scenario("clean_cow", False, _FOUR, _CLEAN, rerun=_CLEAN),
+    "clean": Scenario("clean_cow", False, _FOUR, _CLEAN, rerun=_CLEAN, needs_spark=False),
     "archive": Scenario("archive_cow", False, _FOUR, _ARCHIVE, rerun=_ARCHIVE, needs_spark=False),
     "savepoint": Scenario("savepoint_cow", False, _FOUR, _SAVEPOINT, rerun=_SAVEPOINT, needs_spark=False),
     "restore": Scenario("restore_cow", False, _FOUR, _RESTORE, crashed=_restore_crashed, needs_spark=False,

@@ -20,8 +20,6 @@ def test_two_writers_file_system_lock(spark, tmp_path):
     assert figures["overlap_commits"] + figures["overlap_conflicts"] == figures["overlap_writes"] == 4
 
 
-@pytest.mark.xfail(strict=False, reason="known race (issue 15, open): with a compactor scheduling while four MOR "
-                   "writers append, a committed update can be hidden (seen once in a full-suite run on 2026-11-24)")
 def test_four_writers_and_a_compactor_on_merge_on_read(spark, tmp_path):
     figures = run(4, 2, "fs", mor=True, compactor=True, directory=str(tmp_path), spark=spark)["figures"]
     assert figures["disjoint_commits"] == 4 and figures["overlap_writes"] == 4

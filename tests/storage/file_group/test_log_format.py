@@ -41,6 +41,7 @@ from storage.file_group.log_format import (
     MAGIC,
     HoodieLogFileReader,
     HoodieLogFormatWriter,
+    create_new_log_file,
     read_log_blocks,
     serialize_block,
 )
@@ -264,6 +265,27 @@ def test_avro_block_types_and_nulls_round_trip(tmp_path):
     first_len = struct.unpack_from(">i", content, 8)[0]
     first = fastavro.schemaless_reader(io.BytesIO(content[12 : 12 + first_len]), parsed, None)
     assert first == table.slice(0, 1).to_pylist()[0]
+
+
+def test_new_log_files_never_share_a_name(tmp_path):
+    """Two writers that planned the same next version with the same write token (tokens repeat across Spark
+    applications) get two files: create-if-absent gives the name to the first, the second takes the next one."""
+    from storage.io.storage import HoodieStorage
+
+    storage, taken = HoodieStorage.for_path(str(tmp_path)), []
+    first = create_new_log_file(storage, str(tmp_path), "fg-0", "20250101000000000", 3, "0-7-9",
+                                [AvroDataBlock.from_table(_table(5), SCHEMA_JSON, "20250101000000001")])
+    second = create_new_log_file(storage, str(tmp_path), "fg-0", "20250101000000000", 3, "0-7-9",
+                                 [AvroDataBlock.from_table(_table(7), SCHEMA_JSON, "20250101000000002")],
+                                 on_taken=taken.append)
+    assert (first.name, first.version) == (".fg-0_20250101000000000.log.3_0-7-9", 3)
+    assert (second.name, second.version) == (".fg-0_20250101000000000.log.4_0-7-9", 4)
+    assert taken == [first.name]
+    [a] = read_log_blocks(tmp_path / first.name)
+    [b] = read_log_blocks(tmp_path / second.name)
+    assert (a.instant_time, a.record_count(), b.instant_time, b.record_count()) == \
+        ("20250101000000001", 5, "20250101000000002", 7)
+    assert second.size == (tmp_path / second.name).stat().st_size
 
 
 def test_avro_block_reader_schema_evolution():

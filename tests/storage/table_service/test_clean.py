@@ -78,6 +78,45 @@ def test_replaced_file_groups_are_cleaned(spark, tmp_path):
     assert ours(spark, path) == theirs(path)
 
 
+def test_nothing_to_clean_still_lets_archival_bound_the_timeline(spark, tmp_path):
+    """Bulk inserts only: every commit makes new file groups, so there is never anything to clean. Archival never
+    passes the last clean's earliestCommitToRetain; the cleaner publishes an empty clean (deleting nothing) when
+    archival waits on it, so the active timeline stays bounded; hoodie.write.empty.clean.create.duration.ms (Hudi's
+    empty clean) also publishes one when the last clean is older than it."""
+    from storage.table_service.clean import records_empty_clean
+    from storage.table_service.clean_planner import CleanPlanner
+    from storage.config import HoodieConfig
+
+    path = tmp_path / "append"
+    opts = options("append", **{"hoodie.cleaner.commits.retained": 1, "hoodie.keep.min.commits": 2,
+                                "hoodie.keep.max.commits": 3, "hoodie.commits.archival.batch": 1})
+    state = {}
+    for n in range(8):
+        state = _bulk_insert(spark, path, opts, n, state)
+        meta = HoodieTableMetaClient.load(str(path))
+        assert len(list(meta.timeline.completed().write_timeline())) <= 3
+    cleans = [read_avro_container(meta.active_timeline.read_bytes(c))
+              for c in meta.timeline.completed().of_actions(["clean"])]
+    assert cleans and all(c["totalFilesDeleted"] == 0 for c in cleans)
+    assert versions_per_group(path) and set(versions_per_group(path).values()) == {1}
+    assert ours(spark, path) == expected(state) == theirs(path)
+    _bulk_insert(spark, path, {**opts, **OFF}, 20, state)  # one more commit: the ECTR moves on
+    meta = HoodieTableMetaClient.load(str(path))
+    config = HoodieConfig.of(opts, {"hoodie.keep.max.commits": "10"})
+    plan = CleanPlanner(meta, config).plan()
+    assert plan.is_empty() and not records_empty_clean(meta, config, plan)  # archival does not wait: no clean
+    assert records_empty_clean(meta, config.with_values({"hoodie.write.empty.clean.create.duration.ms": "0"}), plan)
+
+
+def _bulk_insert(spark, path, opts, n, state):
+    from hudi_oracle import apply_batch
+
+    data = [(1000 + n * 10 + i, f"v{n}", n, f"p{i % 2}") for i in range(4)]
+    write(spark, path, data, opts, operation="bulk_insert")
+    apply_batch(state, data, ordering=2)
+    return state
+
+
 def test_bad_input_is_refused_with_nothing_changed(spark, tmp_path, fixture_table):
     path = tmp_path / "b"
     opts = options("b", **OFF)

@@ -170,3 +170,38 @@ def test_projected_snapshot_merges_like_the_full_one(spark, tmp_path, columns):
     assert projected.columns == names
     assert sorted(map(tuple, projected.collect())) == sorted(map(tuple, full.select(*names).collect()))
     assert projected.count() == 10  # 12 - a delete block - a soft delete
+
+
+def test_a_losing_write_never_removes_the_log_file_of_the_winner(spark, tmp_path):
+    """Two writers of one round plan the same next log version of a file group, and their write tokens can be
+    equal (they count Spark stages the same way in different applications). The loser's log goes to the next
+    free version, its marker names only that file, so undoing it (abort_write deletes what its markers name)
+    leaves the winner's committed log in place."""
+    from storage.file_group.log_block import AvroDataBlock
+    from storage.fs_utils import parse_log_file_name
+    from storage.write.handle import write_new_log_file
+    from storage.write.markers import list_markers
+    from storage.write.rollback import abort_write
+    from storage.write.task_context import LogTarget
+
+    path = tmp_path / "w"
+    opts = _opts("w")
+    state: dict = {}
+    for batch in ([(1, "a", 1.0, 1, "d")], [(1, "winner", 2.0, 2, "d")]):
+        _write(spark, path, batch, opts)
+        apply_batch(state, batch)
+    [winner_log] = glob.glob(f"{path}/dt=d/.*.log.*")
+    parsed = parse_log_file_name(os.path.basename(winner_log))
+    meta = HoodieTableMetaClient.load(str(path))
+    loser = meta.active_timeline.new_instant_time()
+    meta.active_timeline.create_requested("deltacommit", loser)
+    block = AvroDataBlock.from_table(
+        spark.createDataFrame([(1, "loser", 3.0, 3, "d")], SCHEMA).toArrow(),
+        '{"type":"record","name":"r","fields":[]}', loser)
+    created = write_new_log_file(meta.storage, str(path), meta.marker_dir(loser), "dt=d", parsed.file_id,
+                                 LogTarget(parsed.instant_time, parsed.version), parsed.write_token, [block], 1 << 20)
+    assert created.version == parsed.version + 1
+    assert [m.file_name for m in list_markers(meta.storage, meta.marker_dir(loser))] == [created.name]
+    abort_write(meta, loser)
+    assert os.path.exists(winner_log) and not os.path.exists(f"{path}/dt=d/{created.name}")
+    _check(path, state)
