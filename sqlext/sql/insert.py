@@ -16,13 +16,14 @@ from sqlglot import exp
 from sqlext.sql.assign import check_assignment
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import SparkSqlConfigKeys as SK
 from storage.write.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 
-INSERT_INTO_OPERATION = "hoodie.spark.sql.insert.into.operation"
-DUP_POLICY = "hoodie.datasource.insert.dup.policy"
-OVERWRITE_MODE_KEYS = ("hoodie.datasource.overwrite.mode", "spark.sql.sources.partitionOverwriteMode")
+INSERT_INTO_OPERATION = SK.INSERT_INTO_OPERATION.key
+DUP_POLICY = SK.INSERT_DUP_POLICY.key
+OVERWRITE_MODE_KEYS = (SK.OVERWRITE_MODE.key, "spark.sql.sources.partitionOverwriteMode")
 _INTO_OPERATIONS = ("upsert", "insert", "bulk_insert")
 
 
