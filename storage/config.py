@@ -39,6 +39,19 @@ def parse_list(value: Any) -> list[str]:
 
 
 @dataclass(frozen=True)
+class OneOf:
+    """A parser accepting one of `choices` (any case), answering it upper-cased."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str:
+        text = str(value).strip().upper()
+        if text not in self.choices:
+            raise ValueError(f"expected one of {', '.join(self.choices)}")
+        return text
+
+
+@dataclass(frozen=True)
 class ConfigProperty(Generic[T]):
     key: str
     default: T | None
@@ -99,9 +112,9 @@ class TableConfigKeys:
     PAYLOAD_CLASS = _prop("hoodie.compaction.payload.class", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
                           str, "hoodie.table.payload.class",
                           doc="the table's payload class: how records of one key merge (storage.merge.merge_resolver)")
-    RECORD_MERGE_MODE = _prop("hoodie.record.merge.mode", None, str,
-                              doc="EVENT_TIME_ORDERING | COMMIT_TIME_ORDERING | CUSTOM; unset: inferred from the "
-                                  "payload class (storage.merge.merge_resolver)")
+    RECORD_MERGE_MODE = _prop("hoodie.record.merge.mode", None, OneOf(("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")),
+                              doc="EVENT_TIME_ORDERING | COMMIT_TIME_ORDERING (Hudi's CUSTOM mergers are not "
+                                  "supported); unset: inferred from the payload class (storage.merge.merge_resolver)")
     TIMELINE_TIMEZONE = _ignored("hoodie.table.timeline.timezone", "UTC", str, "instant times are always UTC")
     BASE_FILE_FORMAT = _ignored("hoodie.table.base.file.format", "PARQUET", str, "base files are always parquet")
     LOG_FILE_FORMAT = _ignored("hoodie.table.log.file.format", "HOODIE_LOG", str, "log files are always Hudi's log format")
