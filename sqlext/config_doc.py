@@ -25,6 +25,7 @@ def describe(prop: ConfigProperty) -> str:
         lines.append(f"\talternatives: {', '.join(prop.alternatives)}")
     if prop.doc:
         lines.append(f"\tdoc: {prop.doc}")
+    lines.append(f"\tgroup: {REGISTRY.group(prop.key)}")
     return "\n".join(lines)
 
 

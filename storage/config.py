@@ -126,20 +126,28 @@ class WriteConfigKeys:
     """Writer options (Spark datasource names, as Apache Hudi spells them)."""
 
     TABLE_NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
-    OPERATION = _prop("hoodie.datasource.write.operation", "upsert", str)
-    TABLE_TYPE = _prop("hoodie.datasource.write.table.type", "COPY_ON_WRITE", str)
-    RECORDKEY_FIELD = _prop("hoodie.datasource.write.recordkey.field", None, parse_list)
-    PRECOMBINE_FIELD = _prop("hoodie.datasource.write.precombine.field", None, str, "hoodie.table.ordering.fields")
-    PARTITIONPATH_FIELD = _prop("hoodie.datasource.write.partitionpath.field", None, parse_list)
+    OPERATION = _prop("hoodie.datasource.write.operation", "upsert", str,
+                      doc="upsert | insert | bulk_insert | delete | insert_overwrite | insert_overwrite_table")
+    TABLE_TYPE = _prop("hoodie.datasource.write.table.type", "COPY_ON_WRITE", str,
+                       doc="COPY_ON_WRITE | MERGE_ON_READ, fixed when the table is created")
+    RECORDKEY_FIELD = _prop("hoodie.datasource.write.recordkey.field", None, parse_list,
+                            doc="the record key column(s), comma-separated")
+    PRECOMBINE_FIELD = _prop("hoodie.datasource.write.precombine.field", None, str, "hoodie.table.ordering.fields",
+                             doc="the ordering column: the larger value wins within a batch and, under event-time "
+                                 "ordering, against the stored record")
+    PARTITIONPATH_FIELD = _prop("hoodie.datasource.write.partitionpath.field", None, parse_list,
+                                doc="the partition column(s), comma-separated (none: a non-partitioned table)")
     KEYGENERATOR_CLASS = _prop("hoodie.datasource.write.keygenerator.class", None, str)
     KEYGENERATOR_TYPE = _prop("hoodie.datasource.write.keygenerator.type", None, str)
     HIVE_STYLE_PARTITIONING = _prop("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
     URL_ENCODE_PARTITIONING = _prop("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool)
-    PAYLOAD_CLASS = _prop("hoodie.datasource.write.payload.class", None, str, "hoodie.compaction.payload.class")
+    PAYLOAD_CLASS = _prop("hoodie.datasource.write.payload.class", None, str, "hoodie.compaction.payload.class",
+                          doc="DefaultHoodieRecordPayload / EventTimeAvroPayload (event time) or "
+                              "OverwriteWithLatestAvroPayload (commit time): see hoodie.record.merge.mode")
     COMBINE_BEFORE_UPSERT = _prop("hoodie.combine.before.upsert", True, parse_bool)
     COMBINE_BEFORE_INSERT = _prop("hoodie.combine.before.insert", False, parse_bool)
     COMBINE_BEFORE_DELETE = _prop("hoodie.combine.before.delete", True, parse_bool)
-    INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str)
+    INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str, doc="BLOOM | GLOBAL_BLOOM | SIMPLE | GLOBAL_SIMPLE")
     SIMPLE_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.simple.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.bloom.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_PRUNE_BY_RANGES = _prop("hoodie.bloom.index.prune.by.ranges", True, parse_bool)
@@ -215,7 +223,10 @@ class LockConfigKeys:
 
 
 class ReadConfigKeys:
-    QUERY_TYPE = _prop("hoodie.datasource.query.type", "snapshot", str)
+    """Reader options (Spark datasource names, as Apache Hudi spells them), used by storage/read/."""
+
+    QUERY_TYPE = _prop("hoodie.datasource.query.type", "snapshot", str,
+                       doc="snapshot | read_optimized (base files only) | incremental")
     AS_OF_INSTANT = _prop("as.of.instant", None, str, "hoodie.datasource.read.as.of.instant")
     BEGIN_INSTANTTIME = _prop("hoodie.datasource.read.begin.instanttime", None, str)
     END_INSTANTTIME = _prop("hoodie.datasource.read.end.instanttime", None, str)
@@ -363,7 +374,9 @@ class CleanConfigKeys:
 
     AUTO_CLEAN = _prop("hoodie.clean.automatic", True, parse_bool)
     ASYNC_CLEAN = _prop("hoodie.clean.async", False, parse_bool)
-    POLICY = _prop("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS", str)
+    POLICY = _prop("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS", str,
+                   doc="KEEP_LATEST_COMMITS | KEEP_LATEST_FILE_VERSIONS | KEEP_LATEST_BY_HOURS: which file versions "
+                       "a clean keeps")
     COMMITS_RETAINED = _prop("hoodie.cleaner.commits.retained", 10, int)
     FILE_VERSIONS_RETAINED = _prop("hoodie.cleaner.fileversions.retained", 3, int)
     HOURS_RETAINED = _prop("hoodie.cleaner.hours.retained", 24, int)
@@ -439,11 +452,18 @@ class ConfigRegistry:
 
     def __init__(self, classes: Iterable[type]):
         self._by_key: dict[str, list[ConfigProperty]] = {}
+        self._group: dict[str, str] = {}  # primary key -> the first line of its class's doc
         for cls in classes:
+            group = (cls.__doc__ or cls.__name__).strip().splitlines()[0]
             for value in vars(cls).values():
                 if isinstance(value, ConfigProperty):
+                    self._group.setdefault(value.key, group)
                     for key in value.keys():
                         self._by_key.setdefault(key, []).append(value)
+
+    def group(self, key: str) -> str:
+        """Where the key belongs (its key class's doc), for listings."""
+        return self._group.get(key, "")
 
     def lookup(self, key: str) -> ConfigProperty | None:
         """The property `key` names (primary declarations first), None when unknown."""
