@@ -1,6 +1,6 @@
 """One merge resolver: the same batches (out-of-order ordering values, a soft delete older than the stored row,
 a delete operation) through a copy-on-write and a merge-on-read table give the same snapshot, for each payload
-class and merge mode, before and after compaction; hudi-rs reads the copy-on-write tables the same."""
+class and merge mode, before and after compaction; hudi-rs reads both tables the same."""
 from __future__ import annotations
 
 import pytest
@@ -65,6 +65,7 @@ def test_cow_and_mor_merge_the_same(spark, tmp_path, case):
     assert _snapshot(spark, cow) == expected
     assert _snapshot(spark, mor) == expected
     assert arrow_rows(hudi_rs_read(str(cow)), COLS) == expected
+    assert arrow_rows(hudi_rs_read(str(mor)), COLS) == expected
     # compaction merges the logs into base files the same way
     assert schedule_compaction(str(mor)) is not None
     run_compaction(spark, str(mor))
