@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlext.sql.assign import check_assignment
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import WriteConfigKeys as WK
 from storage.config import SparkSqlConfigKeys as SK
 from storage.write.write_client import write_dataframe
 
@@ -52,7 +53,7 @@ def plan(ctx, node: exp.Insert) -> DataFrame:
     operation = _overwrite_operation(ctx, table, static, dynamic) if overwrite else _into_operation(ctx, opts, node)
     if operation in ("insert", "bulk_insert"):
         batch = _apply_dup_policy(ctx, table, batch, opts, node)
-    opts["hoodie.datasource.write.operation"] = operation
+    opts[WK.OPERATION.key] = operation
     log.info("INSERT %s into %s as %s", "OVERWRITE" if overwrite else "INTO", table.name, operation)
     metadata = write_dataframe(ctx.spark, batch, table.ref.path, opts)
     stats = metadata.write_stats() if metadata is not None else []
