@@ -24,6 +24,7 @@ from pyspark.sql.types import (
 )
 
 from storage.meta_fields import META_COLUMNS, with_meta_columns
+from storage.config import SparkSqlConfigKeys as SK
 from storage.exception import HoodieError
 
 
@@ -119,7 +120,7 @@ def spark_table_properties(schema: StructType, partition_fields: list[str], thre
 
 def spark_serde_properties(read_as_optimized: bool, base_path: str) -> dict[str, str]:
     """`SparkDataSourceTableUtils.getSparkSerdeProperties`."""
-    return {"path": base_path, "hoodie.query.as.ro.table": str(read_as_optimized).lower()}
+    return {"path": base_path, SK.QUERY_AS_RO_TABLE.key: str(read_as_optimized).lower()}
 
 
 def spark_schema_from_properties(params: dict[str, str]) -> StructType | None:

@@ -20,6 +20,7 @@ from hmsclient.genthrift.hive_metastore.ttypes import (
 )
 
 from catalog.hive_schema_util import HiveColumn
+from storage.config import SparkSqlConfigKeys as SK
 
 PARQUET_SERDE = "org.apache.hadoop.hive.ql.io.parquet.serde.ParquetHiveSerDe"
 HOODIE_INPUT_FORMAT = "org.apache.hudi.hadoop.HoodieParquetInputFormat"
@@ -28,7 +29,7 @@ PARQUET_OUTPUT_FORMAT = "org.apache.hadoop.hive.ql.io.parquet.MapredParquetOutpu
 HUDI_INPUT_FORMATS = (HOODIE_INPUT_FORMAT, HOODIE_REALTIME_INPUT_FORMAT,
                       "com.uber.hoodie.hadoop.HoodieInputFormat", "com.uber.hoodie.hadoop.realtime.HoodieRealtimeInputFormat")
 LAST_COMMIT_TIME_SYNC = "last_commit_time_sync"
-QUERY_AS_RO_TABLE = "hoodie.query.as.ro.table"
+QUERY_AS_RO_TABLE = SK.QUERY_AS_RO_TABLE.key
 EXTERNAL_TABLE = "EXTERNAL_TABLE"
 MANAGED_TABLE = "MANAGED_TABLE"
 

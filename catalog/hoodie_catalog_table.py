@@ -28,12 +28,13 @@ from catalog.hms_ddl import (
 )
 from catalog.metastore_client import MetastoreClient, MetastoreError
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.config import SparkSqlConfigKeys as SK
 
 log = logging.getLogger(__name__)
 
 # hoodie.properties entries that are bookkeeping, not table settings: not copied to the metastore
 _SKIPPED_PROPS = ("hoodie.table.create.schema", "hoodie.table.checksum")
-SQL_MANAGED = "hoodie.sql.managed"  # our marker: the table lives in its managed location (DROP deletes data)
+SQL_MANAGED = SK.SQL_MANAGED.key  # our marker: the table lives in its managed location (DROP deletes data)
 
 
 class TableRegistrationError(MetastoreError):

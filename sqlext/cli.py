@@ -8,6 +8,7 @@
     sqlext serve [--host H] [--port P] [--http-port P|none] [--auth nosasl|none|plain] [--users FILE] [...]
     sqlext serve --add-user NAME --users FILE     (password from the terminal, or one line of stdin)
     sqlext demo [--path DIR]
+    sqlext config [--key K]            the hoodie.* keys: default, whether honoured here, doc
 
 Every statement runs through `sqlext.session()` (the Hudi SQL front end); each statement that returns columns
 prints its rows. An error prints `error: line L:C: message` to stderr and the exit code is 1 (2 for bad usage);
@@ -78,6 +79,8 @@ def build_parser() -> argparse.ArgumentParser:
     _session_options(timeline)
     demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
     demo.add_argument("--path")
+    config = sub.add_parser("config", help="the hoodie.* keys this engine knows: default, honoured, doc")
+    config.add_argument("--key", help="only this key (or one of its alternative spellings)")
     return parser
 
 
@@ -436,6 +439,11 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args)
         if args.command == "timeline":
             return timeline(args, sys.stdout)
+        if args.command == "config":
+            from sqlext.config_doc import config_text
+
+            sys.stdout.write(config_text(args.key))
+            return 0
         text = _sql_text(args) if args.command == "sql" else None
         parse_conf(args.conf)  # bad --conf fails before Spark starts
         spark = open_session(args)

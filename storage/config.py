@@ -1,15 +1,22 @@
-"""Typed configuration: every `hoodie.*` key this engine understands, with Apache Hudi's default and a parser.
+"""Typed configuration: every `hoodie.*` key this engine knows, with Apache Hudi's default and a parser.
 
 One place for keys and defaults, as hudi-rs does with its config enums, so option handling is never
 re-implemented ad hoc. `HoodieConfig` wraps user options (strings, as Spark passes them) and answers
-typed values.
+typed values. `REGISTRY` collects every key class; `validate_options` checks the `hoodie.*` options a write or
+read is given against it: an unknown key (a typo: the closest known key is named) or a key this engine knows but
+does not honour warns once per key and call, `hoodie.strict.config=true` makes those errors, and a value its
+parser rejects is an error naming the key.
 """
 from __future__ import annotations
 
+import difflib
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Iterable, Mapping, TypeVar
 
 from storage.exception import HoodieConfigError
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -32,19 +39,48 @@ def parse_list(value: Any) -> list[str]:
 
 
 @dataclass(frozen=True)
+class OneOf:
+    """A parser accepting one of `choices` (any case), answering it upper-cased."""
+
+    choices: tuple[str, ...]
+
+    def __call__(self, value: Any) -> str:
+        text = str(value).strip().upper()
+        if text not in self.choices:
+            raise ValueError(f"expected one of {', '.join(self.choices)}")
+        return text
+
+
+@dataclass(frozen=True)
 class ConfigProperty(Generic[T]):
     key: str
     default: T | None
     parser: Callable[[Any], T] = str  # type: ignore[assignment]
     alternatives: tuple[str, ...] = ()
     doc: str = ""
+    honoured: bool = True  # False: known (Hudi's key) but no code here acts on it; giving it warns
 
     def keys(self) -> tuple[str, ...]:
         return (self.key, *self.alternatives)
 
+    def parse(self, value: Any, given_as: str | None = None) -> T | None:
+        """`value` parsed; an error naming the key (as given) when the parser rejects it."""
+        if value is None or (value == "" and self.parser is not str):
+            return self.default
+        try:
+            return self.parser(value)
+        except (TypeError, ValueError) as exc:
+            raise HoodieConfigError(f"invalid value {value!r} for option {given_as or self.key}: {exc}") from None
 
-def _prop(key: str, default: Any, parser: Callable[[Any], Any] = str, *alternatives: str, doc: str = "") -> ConfigProperty:
-    return ConfigProperty(key, default, parser, tuple(alternatives), doc)
+
+def _prop(key: str, default: Any, parser: Callable[[Any], Any] = str, *alternatives: str, doc: str = "",
+          honoured: bool = True) -> ConfigProperty:
+    return ConfigProperty(key, default, parser, tuple(alternatives), doc, honoured)
+
+
+def _ignored(key: str, default: Any, parser: Callable[[Any], Any], why: str, *alternatives: str) -> ConfigProperty:
+    """A key Hudi defines that this engine accepts without effect (`why` says what happens instead)."""
+    return _prop(key, default, parser, *alternatives, doc=f"not honoured here: {why}", honoured=False)
 
 
 class TableConfigKeys:
@@ -53,10 +89,13 @@ class TableConfigKeys:
     NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
     TYPE = _prop("hoodie.table.type", "COPY_ON_WRITE", str)
     VERSION = _prop("hoodie.table.version", 6, int)
-    INITIAL_VERSION = _prop("hoodie.table.initial.version", None, int)
+    INITIAL_VERSION = _ignored("hoodie.table.initial.version", None, int,
+                               "a table version 8+ property; tables are written here at version 6")
     TIMELINE_LAYOUT_VERSION = _prop("hoodie.timeline.layout.version", 1, int)
     TIMELINE_PATH = _prop("hoodie.timeline.path", "timeline", str)
-    TIMELINE_HISTORY_PATH = _prop("hoodie.timeline.history.path", "history", str)
+    TIMELINE_HISTORY_PATH = _ignored("hoodie.timeline.history.path", "history", str,
+                                     "the LSM timeline history of table version 8+; archived instants are read "
+                                     "from hoodie.archivelog.folder")
     ARCHIVELOG_FOLDER = _prop("hoodie.archivelog.folder", "archived", str)
     RECORDKEY_FIELDS = _prop("hoodie.table.recordkey.fields", None, parse_list)
     PRECOMBINE_FIELD = _prop("hoodie.table.precombine.field", None, str, "hoodie.table.ordering.fields")
@@ -70,30 +109,45 @@ class TableConfigKeys:
     DATABASE_NAME = _prop("hoodie.database.name", "default", str)
     CREATE_SCHEMA = _prop("hoodie.table.create.schema", None, str)
     CHECKSUM = _prop("hoodie.table.checksum", None, int)
-    PAYLOAD_CLASS = _prop("hoodie.compaction.payload.class", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload", str)
-    RECORD_MERGE_MODE = _prop("hoodie.record.merge.mode", None, str)
-    TIMELINE_TIMEZONE = _prop("hoodie.table.timeline.timezone", "UTC", str)
-    BASE_FILE_FORMAT = _prop("hoodie.table.base.file.format", "PARQUET", str)
+    PAYLOAD_CLASS = _prop("hoodie.compaction.payload.class", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
+                          str, "hoodie.table.payload.class",
+                          doc="the table's payload class: how records of one key merge (storage.merge.merge_resolver)")
+    RECORD_MERGE_MODE = _prop("hoodie.record.merge.mode", None, OneOf(("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")),
+                              doc="EVENT_TIME_ORDERING | COMMIT_TIME_ORDERING (Hudi's CUSTOM mergers are not "
+                                  "supported); unset: inferred from the payload class (storage.merge.merge_resolver)")
+    TIMELINE_TIMEZONE = _ignored("hoodie.table.timeline.timezone", "UTC", str, "instant times are always UTC")
+    BASE_FILE_FORMAT = _ignored("hoodie.table.base.file.format", "PARQUET", str, "base files are always parquet")
+    LOG_FILE_FORMAT = _ignored("hoodie.table.log.file.format", "HOODIE_LOG", str, "log files are always Hudi's log format")
+    METADATA_PARTITIONS = _ignored("hoodie.table.metadata.partitions", None, str,
+                                   "no metadata table is written or read; files are listed")
 
 
 class WriteConfigKeys:
     """Writer options (Spark datasource names, as Apache Hudi spells them)."""
 
     TABLE_NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
-    OPERATION = _prop("hoodie.datasource.write.operation", "upsert", str)
-    TABLE_TYPE = _prop("hoodie.datasource.write.table.type", "COPY_ON_WRITE", str)
-    RECORDKEY_FIELD = _prop("hoodie.datasource.write.recordkey.field", None, parse_list)
-    PRECOMBINE_FIELD = _prop("hoodie.datasource.write.precombine.field", None, str, "hoodie.table.ordering.fields")
-    PARTITIONPATH_FIELD = _prop("hoodie.datasource.write.partitionpath.field", None, parse_list)
+    OPERATION = _prop("hoodie.datasource.write.operation", "upsert", str,
+                      doc="upsert | insert | bulk_insert | delete | insert_overwrite | insert_overwrite_table")
+    TABLE_TYPE = _prop("hoodie.datasource.write.table.type", "COPY_ON_WRITE", str,
+                       doc="COPY_ON_WRITE | MERGE_ON_READ, fixed when the table is created")
+    RECORDKEY_FIELD = _prop("hoodie.datasource.write.recordkey.field", None, parse_list,
+                            doc="the record key column(s), comma-separated")
+    PRECOMBINE_FIELD = _prop("hoodie.datasource.write.precombine.field", None, str, "hoodie.table.ordering.fields",
+                             doc="the ordering column: the larger value wins within a batch and, under event-time "
+                                 "ordering, against the stored record")
+    PARTITIONPATH_FIELD = _prop("hoodie.datasource.write.partitionpath.field", None, parse_list,
+                                doc="the partition column(s), comma-separated (none: a non-partitioned table)")
     KEYGENERATOR_CLASS = _prop("hoodie.datasource.write.keygenerator.class", None, str)
     KEYGENERATOR_TYPE = _prop("hoodie.datasource.write.keygenerator.type", None, str)
     HIVE_STYLE_PARTITIONING = _prop("hoodie.datasource.write.hive_style_partitioning", False, parse_bool)
     URL_ENCODE_PARTITIONING = _prop("hoodie.datasource.write.partitionpath.urlencode", False, parse_bool)
-    PAYLOAD_CLASS = _prop("hoodie.datasource.write.payload.class", None, str, "hoodie.compaction.payload.class")
+    PAYLOAD_CLASS = _prop("hoodie.datasource.write.payload.class", None, str, "hoodie.compaction.payload.class",
+                          doc="DefaultHoodieRecordPayload / EventTimeAvroPayload (event time) or "
+                              "OverwriteWithLatestAvroPayload (commit time): see hoodie.record.merge.mode")
     COMBINE_BEFORE_UPSERT = _prop("hoodie.combine.before.upsert", True, parse_bool)
     COMBINE_BEFORE_INSERT = _prop("hoodie.combine.before.insert", False, parse_bool)
     COMBINE_BEFORE_DELETE = _prop("hoodie.combine.before.delete", True, parse_bool)
-    INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str)
+    INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str, doc="BLOOM | GLOBAL_BLOOM | SIMPLE | GLOBAL_SIMPLE")
     SIMPLE_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.simple.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.bloom.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_PRUNE_BY_RANGES = _prop("hoodie.bloom.index.prune.by.ranges", True, parse_bool)
@@ -113,12 +167,21 @@ class WriteConfigKeys:
     BLOOM_FPP = _prop("hoodie.index.bloom.fpp", 1e-9, float)
     BLOOM_DYNAMIC_MAX_ENTRIES = _prop("hoodie.bloom.index.filter.dynamic.max.entries", 100000, int)
     POPULATE_META_FIELDS = _prop("hoodie.populate.meta.fields", True, parse_bool)
-    TIMELINE_TIMEZONE = _prop("hoodie.table.timeline.timezone", "UTC", str)
     DATABASE_NAME = _prop("hoodie.database.name", "default", str)
-    SCHEMA_ALLOW_AUTO_EVOLUTION_COLUMN_DROP = _prop("hoodie.datasource.write.schema.allow.auto.evolution.column.drop", False, parse_bool)
-    BULKINSERT_SORT_MODE = _prop("hoodie.bulkinsert.sort.mode", "NONE", str)
-    UPSERT_SHUFFLE_PARALLELISM = _prop("hoodie.upsert.shuffle.parallelism", 0, int)
-    ROLLBACK_USING_MARKERS = _prop("hoodie.rollback.using.markers", True, parse_bool)
+    SCHEMA_ALLOW_AUTO_EVOLUTION_COLUMN_DROP = _ignored(
+        "hoodie.datasource.write.schema.allow.auto.evolution.column.drop", False, parse_bool,
+        "columns are never dropped by a write: a batch without some columns is rejected, or writes nulls with "
+        "hoodie.write.set.null.for.missing.columns")
+    BULKINSERT_SORT_MODE = _ignored("hoodie.bulkinsert.sort.mode", "NONE", str,
+                                    "bulk_insert does not sort; records keep the input's order within a file")
+    UPSERT_SHUFFLE_PARALLELISM = _ignored("hoodie.upsert.shuffle.parallelism", 0, int,
+                                          "one Spark task per file group written; Spark's adaptive execution sizes "
+                                          "the shuffles")
+    ROLLBACK_USING_MARKERS = _ignored("hoodie.rollback.using.markers", True, parse_bool,
+                                      "failed writes are always rolled back through their markers")
+    STRICT_CONFIG = _prop("hoodie.strict.config", False, parse_bool,
+                          doc="this engine's: unknown or not honoured hoodie.* options fail the write or read "
+                              "instead of warning")
     WRITE_CONCURRENCY_MODE = _prop("hoodie.write.concurrency.mode", "SINGLE_WRITER", str)
     FAILED_WRITES_CLEANER_POLICY = _prop(
         "hoodie.cleaner.policy.failed.writes", None, str,
@@ -141,9 +204,14 @@ class LockConfigKeys:
         "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy", str)
     WAIT_TIME_MS = _prop(_P + "wait_time_ms", 60000, int,
                          doc="how long one acquire at the lock provider may wait")
-    RETRY_WAIT_TIME_MS = _prop(_P + "wait_time_ms_between_retry", 1000, int)
-    RETRY_MAX_WAIT_TIME_MS = _prop(_P + "max_wait_time_ms_between_retry", 16000, int)
-    NUM_RETRIES = _prop(_P + "num_retries", 15, int)
+    RETRY_WAIT_TIME_MS = _ignored(_P + "wait_time_ms_between_retry", 1000, int,
+                                  "retries of the Zookeeper provider; the lock manager retries with "
+                                  "hoodie.write.lock.client.*")
+    RETRY_MAX_WAIT_TIME_MS = _ignored(_P + "max_wait_time_ms_between_retry", 16000, int,
+                                      "retries of the Zookeeper provider; the lock manager retries with "
+                                      "hoodie.write.lock.client.*")
+    NUM_RETRIES = _ignored(_P + "num_retries", 15, int,
+                           "retries of the Zookeeper provider; the lock manager retries with hoodie.write.lock.client.*")
     CLIENT_RETRY_WAIT_TIME_MS = _prop(_P + "client.wait_time_ms_between_retry", 5000, int)
     CLIENT_NUM_RETRIES = _prop(_P + "client.num_retries", 50, int)
     HEARTBEAT_INTERVAL_MS = _prop(_P + "heartbeat_interval_ms", 60000, int)
@@ -155,7 +223,10 @@ class LockConfigKeys:
 
 
 class ReadConfigKeys:
-    QUERY_TYPE = _prop("hoodie.datasource.query.type", "snapshot", str)
+    """Reader options (Spark datasource names, as Apache Hudi spells them), used by storage/read/."""
+
+    QUERY_TYPE = _prop("hoodie.datasource.query.type", "snapshot", str,
+                       doc="snapshot | read_optimized (base files only) | incremental")
     AS_OF_INSTANT = _prop("as.of.instant", None, str, "hoodie.datasource.read.as.of.instant")
     BEGIN_INSTANTTIME = _prop("hoodie.datasource.read.begin.instanttime", None, str)
     END_INSTANTTIME = _prop("hoodie.datasource.read.end.instanttime", None, str)
@@ -208,13 +279,10 @@ class HoodieConfig:
         return None
 
     def get(self, prop: ConfigProperty[T]) -> T | None:
-        raw = self.raw(prop)
-        if raw is None or (raw == "" and prop.parser is not str):
-            return prop.default
-        try:
-            return prop.parser(raw)
-        except (TypeError, ValueError) as exc:
-            raise HoodieConfigError(f"invalid value {raw!r} for option {prop.key}: {exc}") from None
+        for key in prop.keys():
+            if key in self.props:
+                return prop.parse(self.props[key], key)
+        return prop.default
 
     def get_or(self, prop: ConfigProperty[T], fallback: T) -> T:
         value = self.get(prop)
@@ -246,7 +314,8 @@ class HiveSyncConfigKeys:
     METASTORE_URIS = _prop("hoodie.datasource.hive_sync.metastore.uris", None, str)
     DATABASE = _prop("hoodie.datasource.hive_sync.database", None, str)
     TABLE = _prop("hoodie.datasource.hive_sync.table", None, str)
-    BASE_FILE_FORMAT = _prop("hoodie.datasource.hive_sync.base_file_format", "PARQUET", str)
+    BASE_FILE_FORMAT = _ignored("hoodie.datasource.hive_sync.base_file_format", "PARQUET", str,
+                                "tables are registered with the parquet input format, the only base file format")
     PARTITION_FIELDS = _prop("hoodie.datasource.hive_sync.partition_fields", None, parse_list)
     PARTITION_EXTRACTOR_CLASS = _prop("hoodie.datasource.hive_sync.partition_extractor_class", None, str)
     SKIP_RO_SUFFIX = _prop("hoodie.datasource.hive_sync.skip_ro_suffix", False, parse_bool)
@@ -305,7 +374,9 @@ class CleanConfigKeys:
 
     AUTO_CLEAN = _prop("hoodie.clean.automatic", True, parse_bool)
     ASYNC_CLEAN = _prop("hoodie.clean.async", False, parse_bool)
-    POLICY = _prop("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS", str)
+    POLICY = _prop("hoodie.cleaner.policy", "KEEP_LATEST_COMMITS", str,
+                   doc="KEEP_LATEST_COMMITS | KEEP_LATEST_FILE_VERSIONS | KEEP_LATEST_BY_HOURS: which file versions "
+                       "a clean keeps")
     COMMITS_RETAINED = _prop("hoodie.cleaner.commits.retained", 10, int)
     FILE_VERSIONS_RETAINED = _prop("hoodie.cleaner.fileversions.retained", 3, int)
     HOURS_RETAINED = _prop("hoodie.cleaner.hours.retained", 24, int)
@@ -313,7 +384,8 @@ class CleanConfigKeys:
     TRIGGER_STRATEGY = _prop("hoodie.clean.trigger.strategy", "NUM_COMMITS", str)
     MAX_COMMITS = _prop("hoodie.clean.max.commits", 1, int)
     PARALLELISM = _prop("hoodie.cleaner.parallelism", 200, int)
-    ALLOW_MULTIPLE = _prop("hoodie.clean.allow.multiple", True, parse_bool)
+    ALLOW_MULTIPLE = _ignored("hoodie.clean.allow.multiple", True, parse_bool,
+                              "a pending clean is finished before another is planned")
     EMPTY_CLEAN_CREATE_DURATION_MS = _prop(
         "hoodie.write.empty.clean.create.duration.ms", -1, int,
         doc="with nothing to clean, still publish an empty clean (advancing earliestCommitToRetain) when the last "
@@ -333,3 +405,129 @@ class ArchivalConfigKeys:
     MERGE_ENABLE = _prop("hoodie.archive.merge.enable", False, parse_bool)
     MERGE_SMALL_FILE_LIMIT_BYTES = _prop("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int)
     MERGE_FILES_BATCH_SIZE = _prop("hoodie.archive.merge.files.batch.size", 10, int)
+
+
+class LogFileConfigKeys:
+    """Merge-on-read log file options (`HoodieStorageConfig`), used by storage/file_group/log_format.py."""
+
+    DATA_BLOCK_MAX_SIZE = _prop(
+        "hoodie.logfile.data.block.max.size", 256 * 1024 * 1024, int,
+        doc="Largest data block content in bytes; a larger avro data block is split into several blocks.")
+    DATA_BLOCK_FORMAT = _prop(
+        "hoodie.logfile.data.block.format", "avro", str,
+        doc="Format of the data blocks a merge-on-read write appends: avro (AVRO_DATA_BLOCK) or parquet "
+            "(PARQUET_DATA_BLOCK, encoded by Arrow: much cheaper to write for wide batches).")
+    LOG_FILE_MAX_SIZE = _prop(
+        "hoodie.logfile.max.size", 1024 * 1024 * 1024, int,
+        doc="Size in bytes at which the writer of a file slice rolls over to the next log file version.")
+
+
+class SparkSqlConfigKeys:
+    """Options of Hudi's Spark SQL layer (`DataSourceWriteOptions`, `HoodieSparkSqlWriter`), read by sqlext/ and
+    catalog/; declared here so the registry knows them."""
+
+    INSERT_INTO_OPERATION = _prop("hoodie.spark.sql.insert.into.operation", "upsert", str,
+                                  doc="the operation of INSERT INTO: upsert, insert or bulk_insert")
+    INSERT_DUP_POLICY = _prop("hoodie.datasource.insert.dup.policy", "none", str,
+                              doc="INSERT INTO with operation insert / bulk_insert: none | drop | fail on keys the "
+                                  "table has")
+    OVERWRITE_MODE = _prop("hoodie.datasource.overwrite.mode", None, str,
+                           doc="INSERT OVERWRITE: STATIC (the whole table or the PARTITION clause) or DYNAMIC (the "
+                               "partitions written); unset: spark.sql.sources.partitionOverwriteMode")
+    QUERY_AS_RO_TABLE = _prop("hoodie.query.as.ro.table", False, parse_bool,
+                              doc="serde property of a synced table: read it read-optimized (the _ro table)")
+    SQL_MANAGED = _prop("hoodie.sql.managed", False, parse_bool,
+                        doc="this engine's table property: the table lives in its managed location (DROP deletes "
+                            "the data)")
+    RECORD_MERGER_IMPLS = _ignored("hoodie.datasource.write.record.merger.impls", None, parse_list,
+                                   "records merge with the table's payload / merge mode semantics",
+                                   "hoodie.write.record.merger.impls", "hoodie.record.merger.impls")
+
+
+KEY_CLASSES: tuple[type, ...] = (
+    TableConfigKeys, WriteConfigKeys, LockConfigKeys, ReadConfigKeys, TimestampKeyGeneratorKeys, HiveSyncConfigKeys,
+    CompactionConfigKeys, WriteCommitCallbackConfigKeys, CleanConfigKeys, ArchivalConfigKeys, LogFileConfigKeys,
+    SparkSqlConfigKeys)
+
+
+class ConfigRegistry:
+    """Every `ConfigProperty` of the key classes, by key and alternative. A key declared by two classes (a
+    table property that is also a write option) is one entry: honoured when any declaration is."""
+
+    def __init__(self, classes: Iterable[type]):
+        self._by_key: dict[str, list[ConfigProperty]] = {}
+        self._group: dict[str, str] = {}  # primary key -> the first line of its class's doc
+        for cls in classes:
+            group = (cls.__doc__ or cls.__name__).strip().splitlines()[0]
+            for value in vars(cls).values():
+                if isinstance(value, ConfigProperty):
+                    self._group.setdefault(value.key, group)
+                    for key in value.keys():
+                        self._by_key.setdefault(key, []).append(value)
+
+    def group(self, key: str) -> str:
+        """Where the key belongs (its key class's doc), for listings."""
+        return self._group.get(key, "")
+
+    def lookup(self, key: str) -> ConfigProperty | None:
+        """The property `key` names (primary declarations first), None when unknown."""
+        props = self._by_key.get(key)
+        if not props:
+            return None
+        return next((p for p in props if p.key == key), props[0])
+
+    def honoured(self, key: str) -> bool:
+        return any(p.honoured for p in self._by_key.get(key, ()))
+
+    def declarations(self, key: str) -> list[ConfigProperty]:
+        return list(self._by_key.get(key, ()))
+
+    def properties(self) -> list[ConfigProperty]:
+        """One property per primary key, sorted by key."""
+        primary = {}
+        for props in self._by_key.values():
+            for p in props:
+                primary.setdefault(p.key, p)
+        return [primary[k] for k in sorted(primary)]
+
+    def suggest(self, key: str) -> str | None:
+        """The known key closest to `key` (a typo's intended key), if any is close."""
+        lowered = {k.lower(): k for k in self._by_key}
+        match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.8)
+        return lowered[match[0]] if match else None
+
+
+REGISTRY = ConfigRegistry(KEY_CLASSES)
+
+_CHECKED_PREFIX = "hoodie."
+
+
+def validate_options(options: Mapping[str, Any] | None, context: str,
+                     stored: Mapping[str, Any] | None = None, strict: bool | None = None) -> list[str]:
+    """Check the `hoodie.*` keys of `options` against the registry before `context` (e.g. "write to /t") does
+    anything: every known key's value is parsed (an error naming the key), an unknown or not honoured key warns
+    once (logger `storage.config`), or with `hoodie.strict.config=true` fails. Keys whose value equals the
+    table's own property (`stored`: hoodie.properties merged into the options by the caller) are the table's,
+    not the user's, and are not checked. `strict` overrides the options' own hoodie.strict.config. Returns the
+    problems found."""
+    config = HoodieConfig.of(options)
+    strict = config.get(WriteConfigKeys.STRICT_CONFIG) if strict is None else strict
+    stored = {str(k): _to_text(v) for k, v in (stored or {}).items()}
+    problems = []
+    for key, value in sorted(config.items()):
+        if not key.startswith(_CHECKED_PREFIX) or stored.get(key) == value:
+            continue
+        prop = REGISTRY.lookup(key)
+        if prop is None:
+            hint = REGISTRY.suggest(key)
+            problems.append(f"unknown option {key}" + (f" (did you mean {hint}?)" if hint else ""))
+            continue
+        for declared in REGISTRY.declarations(key):
+            declared.parse(value, key)
+        if not REGISTRY.honoured(key):
+            problems.append(f"option {key} has no effect in this engine ({prop.doc or 'not honoured'})")
+    if problems and strict:
+        raise HoodieConfigError(f"{context}: " + "; ".join(problems) + f" ({WriteConfigKeys.STRICT_CONFIG.key}=true)")
+    for problem in problems:
+        log.warning("%s: %s", context, problem)
+    return problems

@@ -50,6 +50,11 @@ class HoodieDataSource(DataSource):
         return path
 
     def schema(self) -> StructType:
+        from storage.config import validate_options
+
+        # once per read (Spark asks the schema once; the reader plans again): unknown keys warn, strict fails.
+        # This runs in a Python worker: its warnings go to the worker's log
+        validate_options(dict(self.options), f"read of {self._path()}")
         plan = _ReadPlan.of(self._path(), dict(self.options))
         return from_arrow_schema(plan.arrow_schema, prefer_timestamp_ntz=False)
 

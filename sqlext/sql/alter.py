@@ -26,22 +26,19 @@ from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import TableName
 from sqlext.sql.result import empty_result
 from sqlext.sql.table import HudiTable
+from storage.config import TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.write.table_commits import commit_delete_partitions, commit_schema_change
 
 log = logging.getLogger(__name__)
 
 # keys fixed when the table is created: changing them would make existing files unreadable or misplaced
 IMMUTABLE = {
-    "hoodie.table.name", "hoodie.table.type", "hoodie.table.version", "hoodie.table.recordkey.fields",
-    "hoodie.table.partition.fields", "hoodie.table.keygenerator.class", "hoodie.table.keygenerator.type",
-    "hoodie.table.base.file.format", "hoodie.table.log.file.format", "hoodie.timeline.layout.version",
-    "hoodie.table.checksum", "hoodie.table.create.schema", "hoodie.populate.meta.fields",
-    "hoodie.datasource.write.hive_style_partitioning", "hoodie.datasource.write.partitionpath.urlencode",
-    "hoodie.table.precombine.field", "hoodie.table.ordering.fields", "hoodie.table.timeline.timezone",
-    "hoodie.archivelog.folder", "hoodie.timeline.path", "hoodie.table.initial.version",
-    "hoodie.datasource.write.recordkey.field", "hoodie.datasource.write.partitionpath.field",
-    "hoodie.datasource.write.precombine.field", "hoodie.datasource.write.table.type",
-    "hoodie.table.metadata.partitions", "hoodie.database.name",
+    TK.NAME.key, TK.TYPE.key, TK.VERSION.key, TK.RECORDKEY_FIELDS.key, TK.PARTITION_FIELDS.key, TK.KEYGEN_CLASS.key,
+    TK.KEYGEN_TYPE.key, TK.BASE_FILE_FORMAT.key, TK.LOG_FILE_FORMAT.key, TK.TIMELINE_LAYOUT_VERSION.key,
+    TK.CHECKSUM.key, TK.CREATE_SCHEMA.key, TK.POPULATE_META_FIELDS.key, TK.HIVE_STYLE_PARTITIONING.key,
+    TK.URL_ENCODE_PARTITIONING.key, *TK.PRECOMBINE_FIELD.keys(), TK.TIMELINE_TIMEZONE.key, TK.ARCHIVELOG_FOLDER.key,
+    TK.TIMELINE_PATH.key, TK.INITIAL_VERSION.key, WK.RECORDKEY_FIELD.key, WK.PARTITIONPATH_FIELD.key,
+    WK.PRECOMBINE_FIELD.key, WK.TABLE_TYPE.key, TK.METADATA_PARTITIONS.key, TK.DATABASE_NAME.key,
 }
 SQL_ALIASES = {"primarykey", "precombinefield", "orderingfields", "type", "recordkey", "payloadclass"}
 
@@ -192,9 +189,9 @@ def _rename(ctx, table: HudiTable, target: exp.Table) -> DataFrame:
     if not ctx.resolver.database_exists(new.db):
         raise ctx.error(f"cannot rename {table.name} to {new}: database '{new.db}' does not exist", target)
     new_ref = ctx.resolver.rename(table.ref, new)
-    updates = {"hoodie.table.name": new_ref.name}
+    updates = {TK.NAME.key: new_ref.name}
     if new_ref.db and new_ref.db != table.ref.db:
-        updates["hoodie.database.name"] = new_ref.db
+        updates[TK.DATABASE_NAME.key] = new_ref.db
     table.meta.update_table_config(updates)
     ctx.resolver.refresh(new_ref)
     log.info("renamed %s to %s (data stays at %s)", table.name, new_ref.qualified_name, new_ref.path)

@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import WriteConfigKeys as WK
 from storage.meta_fields import IS_DELETED
 from storage.write.write_client import write_dataframe
 
@@ -42,7 +43,7 @@ def apply_changes(ctx, table: HudiTable, changes: DataFrame, node, verb: str,
     """Write the change frame as one batch. `inserts_are_new`: the caller proved that no inserted identity can
     exist in the table (a MERGE whose ON is exactly the key equality and whose INSERTs take the key from it),
     so the check against the stored identities (a scan of the table) is skipped."""
-    opts = table.write_options(ctx.spark, {"hoodie.datasource.write.payload.class": SQL_DML_PAYLOAD})
+    opts = table.write_options(ctx.spark, {WK.PAYLOAD_CLASS.key: SQL_DML_PAYLOAD})
     is_write = F.col(KIND) != F.lit(DELETE)
     identity = F.when(is_write, table.identity(opts)).otherwise(F.col(ROWID))
     staged = (changes.withColumn(_ID, identity)
@@ -61,7 +62,7 @@ def apply_changes(ctx, table: HudiTable, changes: DataFrame, node, verb: str,
         check_stored = not (inserts_are_new and fresh == counts.inserted)
         _check_rules(ctx, staged, table, opts, node, verb, fresh, check_stored)
         batch, operation = _batch(staged, table, counts, moved=fresh - counts.inserted)
-        opts["hoodie.datasource.write.operation"] = operation
+        opts[WK.OPERATION.key] = operation
         log.info("%s on %s: %s (%s)", verb, table.name, counts, operation)
         write_dataframe(ctx.spark, batch, table.ref.path, opts)
         return counts

@@ -19,6 +19,7 @@ from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
 from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.table import HudiTable
+from storage.config import TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
 from storage.io.storage_options import session_storage_options
@@ -30,18 +31,18 @@ log = logging.getLogger(__name__)
 PROVIDERS = {"hudi", "org.apache.hudi"}
 # SQL property -> write option (Hudi's Spark SQL spellings first)
 _ALIASES = {
-    "primarykey": "hoodie.datasource.write.recordkey.field",
-    "recordkey": "hoodie.datasource.write.recordkey.field",
-    "precombinefield": "hoodie.datasource.write.precombine.field",
-    "orderingfields": "hoodie.datasource.write.precombine.field",
-    "payloadclass": "hoodie.datasource.write.payload.class",
-    "hoodie.table.recordkey.fields": "hoodie.datasource.write.recordkey.field",
-    "hoodie.table.precombine.field": "hoodie.datasource.write.precombine.field",
-    "hoodie.table.ordering.fields": "hoodie.datasource.write.precombine.field",
+    "primarykey": WK.RECORDKEY_FIELD.key,
+    "recordkey": WK.RECORDKEY_FIELD.key,
+    "precombinefield": WK.PRECOMBINE_FIELD.key,
+    "orderingfields": WK.PRECOMBINE_FIELD.key,
+    "payloadclass": WK.PAYLOAD_CLASS.key,
+    TK.RECORDKEY_FIELDS.key: WK.RECORDKEY_FIELD.key,
+    TK.PRECOMBINE_FIELD.key: WK.PRECOMBINE_FIELD.key,
+    "hoodie.table.ordering.fields": WK.PRECOMBINE_FIELD.key,
 }
 _TABLE_TYPES = {"cow": "COPY_ON_WRITE", "copy_on_write": "COPY_ON_WRITE", "mor": "MERGE_ON_READ",
                 "merge_on_read": "MERGE_ON_READ"}
-_DEFAULTS = {"hoodie.datasource.write.hive_style_partitioning": "true"}  # Hudi's SQL default
+_DEFAULTS = {WK.HIVE_STYLE_PARTITIONING.key: "true"}  # Hudi's SQL default
 
 
 @dataclass
@@ -118,7 +119,7 @@ def plan(ctx, node: exp.Create) -> DataFrame:
         if source is None:
             return empty_result(ctx.spark)
         table = HudiTable.load(ref)
-        opts = table.write_options(ctx.spark, {"hoodie.datasource.write.operation": "bulk_insert"})
+        opts = table.write_options(ctx.spark, {WK.OPERATION.key: "bulk_insert"})
         metadata = write_dataframe(ctx.spark, source.select(*[f"`{c}`" for c in schema.names]), path, opts)
         stats = metadata.write_stats() if metadata is not None else []
         return DmlCounts(inserted=sum(s.numInserts or 0 for s in stats)).to_frame(ctx.spark)
@@ -200,7 +201,7 @@ def _schema(ctx, spec: CreateSpec, source: DataFrame | None, node) -> StructType
 
 
 def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node) -> tuple[dict, dict]:
-    options = {"hoodie.table.name": ref.name, "hoodie.database.name": ref.db, **_DEFAULTS}
+    options = {WK.TABLE_NAME.key: ref.name, WK.DATABASE_NAME.key: ref.db, **_DEFAULTS}
     extra = {}
     for key, value in spec.properties.items():
         lower = key.lower()
@@ -208,7 +209,7 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
             table_type = _TABLE_TYPES.get(value.lower())
             if table_type is None:
                 raise ctx.error(f"type='{value}': expected cow or mor", node)
-            options["hoodie.datasource.write.table.type"] = table_type
+            options[WK.TABLE_TYPE.key] = table_type
         elif lower in _ALIASES:
             options[_ALIASES[lower]] = value
         elif key.startswith("hoodie."):
@@ -219,8 +220,8 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
 
     check_properties(ctx, spec.properties, node, table=ref.qualified_name)  # Java class names: warn or reject
     if spec.partition_by:
-        options["hoodie.datasource.write.partitionpath.field"] = ",".join(_canonical(spec.partition_by, schema))
-    keys = [k.strip() for k in options.get("hoodie.datasource.write.recordkey.field", "").split(",") if k.strip()]
+        options[WK.PARTITIONPATH_FIELD.key] = ",".join(_canonical(spec.partition_by, schema))
+    keys = [k.strip() for k in options.get(WK.RECORDKEY_FIELD.key, "").split(",") if k.strip()]
     if not keys:
         raise ctx.error(f"table {ref.qualified_name} needs a primary key: TBLPROPERTIES (primaryKey = 'col')", node,
                         table=ref.qualified_name)
@@ -231,14 +232,14 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
             raise ctx.error(f"primaryKey column '{k}' is not a column of {ref.qualified_name}", node,
                             table=ref.qualified_name, column=k)
         canonical.append(names[k.lower()])
-    options["hoodie.datasource.write.recordkey.field"] = ",".join(canonical)
-    pre = options.get("hoodie.datasource.write.precombine.field")
+    options[WK.RECORDKEY_FIELD.key] = ",".join(canonical)
+    pre = options.get(WK.PRECOMBINE_FIELD.key)
     if pre:
         first = pre.split(",")[0].strip()
         if first.lower() not in names:
             raise ctx.error(f"preCombineField '{first}' is not a column of {ref.qualified_name}", node,
                             table=ref.qualified_name, column=first)
-        options["hoodie.datasource.write.precombine.field"] = names[first.lower()]
+        options[WK.PRECOMBINE_FIELD.key] = names[first.lower()]
     return options, extra
 
 

@@ -16,13 +16,15 @@ from sqlglot import exp
 from sqlext.sql.assign import check_assignment
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import WriteConfigKeys as WK
+from storage.config import SparkSqlConfigKeys as SK
 from storage.write.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 
-INSERT_INTO_OPERATION = "hoodie.spark.sql.insert.into.operation"
-DUP_POLICY = "hoodie.datasource.insert.dup.policy"
-OVERWRITE_MODE_KEYS = ("hoodie.datasource.overwrite.mode", "spark.sql.sources.partitionOverwriteMode")
+INSERT_INTO_OPERATION = SK.INSERT_INTO_OPERATION.key
+DUP_POLICY = SK.INSERT_DUP_POLICY.key
+OVERWRITE_MODE_KEYS = (SK.OVERWRITE_MODE.key, "spark.sql.sources.partitionOverwriteMode")
 _INTO_OPERATIONS = ("upsert", "insert", "bulk_insert")
 
 
@@ -51,7 +53,7 @@ def plan(ctx, node: exp.Insert) -> DataFrame:
     operation = _overwrite_operation(ctx, table, static, dynamic) if overwrite else _into_operation(ctx, opts, node)
     if operation in ("insert", "bulk_insert"):
         batch = _apply_dup_policy(ctx, table, batch, opts, node)
-    opts["hoodie.datasource.write.operation"] = operation
+    opts[WK.OPERATION.key] = operation
     log.info("INSERT %s into %s as %s", "OVERWRITE" if overwrite else "INTO", table.name, operation)
     metadata = write_dataframe(ctx.spark, batch, table.ref.path, opts)
     stats = metadata.write_stats() if metadata is not None else []

@@ -9,6 +9,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from storage.config import WriteConfigKeys as WK
 from sqlext.sql.assign import check_assignment, check_boolean, expression_types, parse_assignments
 from sqlext.sql.changes import CARD, DELETE, INSERT, KIND, ROWID, SQL_DML_PAYLOAD, UPDATE, apply_changes, old_col
 from sqlext.sql.key_merge import key_equalities, plan_key_merge, run_key_merge, same_sql
@@ -121,7 +122,7 @@ def _key_merge(ctx, node: exp.Merge, on: exp.Expression, clauses: list[Clause], 
         return None
     if plan_ is None:
         return None
-    write_opts = sides.table.write_options(ctx.spark, {"hoodie.datasource.write.payload.class": SQL_DML_PAYLOAD})
+    write_opts = sides.table.write_options(ctx.spark, {WK.PAYLOAD_CLASS.key: SQL_DML_PAYLOAD})
     return run_key_merge(ctx, sides.table, sides.source, sides.s_alias, plan_, node, write_opts)
 
 

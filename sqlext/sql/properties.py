@@ -15,6 +15,10 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
+from sqlext.sql.table import session_hoodie_conf
+from storage.config import HoodieConfig, WriteConfigKeys as WK, validate_options
+from storage.exception import HoodieConfigError
+
 log = logging.getLogger(__name__)
 
 
@@ -92,15 +96,21 @@ def _rule_for(key: str) -> ClassRule | None:
 
 
 def check_properties(ctx, props: dict[str, str], node=None, *, table: str | None = None) -> list[str]:
-    """Validate the class-valued properties of `props`; returns the warnings logged. Raises the statement's
-    error (ctx.error) for a class this engine cannot honour."""
-    warnings = []
+    """Validate `props`: their `hoodie.*` keys against the config registry (unknown and not honoured keys warn,
+    or fail under hoodie.strict.config, given here or SET in the session; unparsable values fail) and their
+    class-valued properties; returns the warnings logged. Raises the statement's error (ctx.error) for a value
+    or class this engine cannot honour."""
+    where = f" of {table}" if table else ""
+    strict = HoodieConfig.of(session_hoodie_conf(ctx.spark), props).get(WK.STRICT_CONFIG)
+    try:
+        warnings = validate_options(props, f"properties{where}", strict=strict)
+    except HoodieConfigError as exc:
+        raise ctx.error(str(exc), node, table=table) from None
     for key, value in props.items():
         message = _check(key, value)
         if message is None:
             continue
         kind, text = message
-        where = f" of {table}" if table else ""
         if kind == "error":
             raise ctx.error(f"property '{key}'{where} = '{value}': {text}", node, table=table)
         warnings.append(f"property '{key}'{where} = '{value}': {text}")

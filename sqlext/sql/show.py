@@ -16,6 +16,7 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from sqlext.sql.table import HudiTable
+from storage.config import TableConfigKeys as TK
 from storage.meta_fields import META_COLUMNS
 
 log = logging.getLogger(__name__)
@@ -29,13 +30,12 @@ _SHOW_TABLES = re.compile(r"(?is)^\s*SHOW\s+TABLES(?:\s+(?:IN|FROM)\s+(?P<db>`[^
 _FORMS = (("partitions", _SHOW_PARTITIONS), ("create", _SHOW_CREATE), ("properties", _SHOW_PROPS))
 
 # table properties SHOW CREATE TABLE writes back as Hudi's SQL spellings
-_SQL_SPELLINGS = {"hoodie.table.recordkey.fields": "primaryKey", "hoodie.table.precombine.field": "preCombineField"}
+_SQL_SPELLINGS = {TK.RECORDKEY_FIELDS.key: "primaryKey", TK.PRECOMBINE_FIELD.key: "preCombineField"}
 # hoodie.properties entries that are derived or bookkeeping: not part of a CREATE TABLE statement
-_DERIVED = {"hoodie.table.name", "hoodie.table.type", "hoodie.table.version", "hoodie.table.checksum",
-            "hoodie.table.create.schema", "hoodie.table.partition.fields", "hoodie.timeline.layout.version",
-            "hoodie.table.recordkey.fields", "hoodie.table.precombine.field", "hoodie.database.name",
-            "hoodie.table.initial.version", "hoodie.table.metadata.partitions", "hoodie.archivelog.folder",
-            "hoodie.timeline.path", "hoodie.table.timeline.timezone"}
+_DERIVED = {TK.NAME.key, TK.TYPE.key, TK.VERSION.key, TK.CHECKSUM.key, TK.CREATE_SCHEMA.key, TK.PARTITION_FIELDS.key,
+            TK.TIMELINE_LAYOUT_VERSION.key, TK.RECORDKEY_FIELDS.key, TK.PRECOMBINE_FIELD.key, TK.DATABASE_NAME.key,
+            TK.INITIAL_VERSION.key, TK.METADATA_PARTITIONS.key, TK.ARCHIVELOG_FOLDER.key, TK.TIMELINE_PATH.key,
+            TK.TIMELINE_TIMEZONE.key}
 
 
 def _table_node(name: str) -> exp.Table:

@@ -20,7 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from storage.config import ConfigProperty, HoodieConfig
+from storage.config import HoodieConfig, LogFileConfigKeys
 from storage.exception import HoodieFileAlreadyExistsError, HoodieIOError
 from storage.io.storage import HoodieStorage
 from storage.file_group.log_block import (
@@ -48,16 +48,9 @@ _INT64 = struct.Struct(">q")
 _SCAN_CHUNK = 1 << 20
 _REMOTE_CHUNK = 4 << 20  # object stores: ranged GETs of this size while walking a log file
 
-DATA_BLOCK_MAX_SIZE: ConfigProperty[int] = ConfigProperty(
-    "hoodie.logfile.data.block.max.size", 256 * 1024 * 1024, int,
-    doc="Largest data block content in bytes; a larger avro data block is split into several blocks.")
-DATA_BLOCK_FORMAT: ConfigProperty[str] = ConfigProperty(
-    "hoodie.logfile.data.block.format", "avro", str,
-    doc="Format of the data blocks a merge-on-read write appends: avro (AVRO_DATA_BLOCK) or parquet "
-        "(PARQUET_DATA_BLOCK, encoded by Arrow: much cheaper to write for wide batches).")
-LOG_FILE_MAX_SIZE: ConfigProperty[int] = ConfigProperty(
-    "hoodie.logfile.max.size", 1024 * 1024 * 1024, int,
-    doc="Size in bytes at which the writer of a file slice rolls over to the next log file version.")
+DATA_BLOCK_MAX_SIZE = LogFileConfigKeys.DATA_BLOCK_MAX_SIZE
+DATA_BLOCK_FORMAT = LogFileConfigKeys.DATA_BLOCK_FORMAT
+LOG_FILE_MAX_SIZE = LogFileConfigKeys.LOG_FILE_MAX_SIZE
 
 
 # ----------------------------------------------------------------------------------------------- encoding

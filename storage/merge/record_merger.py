@@ -14,15 +14,13 @@ event-time ordering any other delete removes the key when its (ordering value, w
 the winner's; under commit-time ordering the later write wins. A winning row with `_hoodie_is_deleted` set
 deletes its key.
 
-The mode comes from `hoodie.record.merge.mode` when set, else from the payload class as Apache Hudi infers it
-(DefaultHoodieRecordPayload -> event time, OverwriteWithLatestAvroPayload -> commit time), else event time
-when an ordering field exists and commit time when none does.
+Which mode a table merges with is decided in one place, storage.merge.merge_resolver (`MergeSpec`); the
+copy-on-write writer, the merge-on-read readers and compaction all merge through `merge_records`.
 """
 from __future__ import annotations
 
 import enum
 import logging
-from typing import Mapping
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,51 +36,10 @@ BASE_WRITE_SEQ = -1
 DELETE_KEY = "record_key"
 DELETE_ORDERING = "ordering_value"
 
-MERGE_MODE_KEY = "hoodie.record.merge.mode"
-PAYLOAD_CLASS_KEYS = ("hoodie.compaction.payload.class", "hoodie.datasource.write.payload.class")
-_EVENT_TIME_PAYLOADS = ("DefaultHoodieRecordPayload", "EventTimeAvroPayload", "PartialUpdateAvroPayload")
-_COMMIT_TIME_PAYLOADS = ("OverwriteWithLatestAvroPayload", "OverwriteNonDefaultsWithLatestAvroPayload")
-
 
 class RecordMergeMode(str, enum.Enum):
     EVENT_TIME_ORDERING = "EVENT_TIME_ORDERING"
     COMMIT_TIME_ORDERING = "COMMIT_TIME_ORDERING"
-
-
-def resolve_merge_mode(props: Mapping[str, str], ordering_field: str | None,
-                       options: Mapping[str, str] | None = None) -> RecordMergeMode:
-    """The merge mode from read/write options first, then the table properties (Hudi's inference order)."""
-    for source in (options or {}, props):
-        explicit = source.get(MERGE_MODE_KEY)
-        if explicit:
-            return _parse_mode(explicit, ordering_field)
-    for source in (options or {}, props):
-        for key in PAYLOAD_CLASS_KEYS:
-            payload = source.get(key)
-            if payload:
-                simple = payload.rsplit(".", 1)[-1]
-                if simple in _EVENT_TIME_PAYLOADS:
-                    return _event_time_or_commit(ordering_field)
-                if simple in _COMMIT_TIME_PAYLOADS:
-                    return RecordMergeMode.COMMIT_TIME_ORDERING
-                log.warning("payload class %s is not supported; merging with event-time ordering", payload)
-                return _event_time_or_commit(ordering_field)
-    return _event_time_or_commit(ordering_field)
-
-
-def _parse_mode(text: str, ordering_field: str | None) -> RecordMergeMode:
-    value = text.strip().upper()
-    if value == RecordMergeMode.EVENT_TIME_ORDERING.value:
-        return _event_time_or_commit(ordering_field)
-    if value == RecordMergeMode.COMMIT_TIME_ORDERING.value:
-        return RecordMergeMode.COMMIT_TIME_ORDERING
-    raise HoodieMergeError(f"unsupported {MERGE_MODE_KEY} {text!r}: expected EVENT_TIME_ORDERING or "
-                           "COMMIT_TIME_ORDERING (CUSTOM mergers are not supported)")
-
-
-def _event_time_or_commit(ordering_field: str | None) -> RecordMergeMode:
-    # without an ordering field there is nothing to order events by: Hudi falls back to commit time
-    return RecordMergeMode.EVENT_TIME_ORDERING if ordering_field else RecordMergeMode.COMMIT_TIME_ORDERING
 
 
 # ----------------------------------------------------------------------------------------------- merging

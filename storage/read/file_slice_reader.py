@@ -27,11 +27,10 @@ from storage.file_group.log_scanner import HoodieMergedLogRecordScanner, LogScan
 from storage.merge.record_merger import (
     WRITE_SEQ,
     BASE_WRITE_SEQ,
-    RecordMergeMode,
     merge_records,
     record_keys_from_fields,
-    resolve_merge_mode,
 )
+from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
 from storage.merge.schema_conform import conform_table
 from storage.keygen.key_generator import resolve_keygen_type
 from storage.meta_fields import IS_DELETED, RECORD_KEY, with_meta_columns
@@ -62,8 +61,7 @@ class FileSliceReadContext:
     pending_instants: frozenset[str]
     first_active_instant: str | None
     as_of: str | None
-    merge_mode: RecordMergeMode
-    ordering_field: str | None
+    merge: MergeSpec  # the table's merge (storage.merge.merge_resolver)
     record_key_fields: tuple[str, ...]
     populate_meta_fields: bool = True
     complex_keys: bool = False  # ComplexKeyGenerator: keys spelled `f:v,...` even for one field
@@ -115,8 +113,7 @@ class FileSliceReadContext:
             pending_instants=pending,
             first_active_instant=first,
             as_of=as_of,
-            merge_mode=resolve_merge_mode(props, ordering, options),
-            ordering_field=ordering,
+            merge=resolve_merge_spec(props, ordering, options),
             record_key_fields=tuple(config.record_key_fields or ()),
             populate_meta_fields=config.populate_meta_fields,
             complex_keys=resolve_keygen_type(config.keygen_class, config.record_key_fields or [],
@@ -167,9 +164,9 @@ def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema, ctx: Fi
         parts = ([base.append_column(WRITE_SEQ, constant_array(BASE_WRITE_SEQ, base.num_rows, pa.int64()))]
                  if base is not None else []) + [scan.records]
         records = pa.concat_tables(parts)
-        mode = ctx.merge_mode if ordering_field else RecordMergeMode.COMMIT_TIME_ORDERING
+        merge = ctx.merge.for_ordering_field(ordering_field)  # commit time when the slice lacks the field
         key = RECORD_KEY if ctx.populate_meta_fields else MERGE_KEY
-        merged = merge_records(records, scan.deletes, mode, ordering_field, key_column=key)
+        merged = merge_records(records, scan.deletes, merge.mode, merge.ordering_field, key_column=key)
     log.debug("file slice %s/%s@%s: %d rows (%s)", file_slice.partition_path, file_slice.file_id,
               file_slice.base_instant, merged.num_rows, scan.stats)
     return merged.select(out_schema.names), scan.stats
@@ -183,7 +180,7 @@ def _merge_schema(out_schema: pa.Schema, full_schema: pa.Schema, file_slice: Fil
     for name in ([RECORD_KEY] if ctx.populate_meta_fields else []) + [IS_DELETED]:
         if name not in schema.names and name in full_schema.names:
             schema = schema.append(full_schema.field(name))
-    ordering = ctx.ordering_field
+    ordering = ctx.merge.ordering_field
     if ordering and ordering not in schema.names and ordering in full_schema.names:
         schema = schema.append(full_schema.field(ordering))
     needs_base = (ordering and ordering not in schema.names) or not ctx.populate_meta_fields

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from storage.config import HoodieConfig, ReadConfigKeys as RK
+from storage.config import HoodieConfig, ReadConfigKeys as RK, validate_options
 from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
 from storage.read.base_file_scan import scan_base_files
@@ -57,6 +57,7 @@ def _read(spark: SparkSession, base_path: str, options: dict[str, str] | None,
           partition_filter: PartitionFilter | None, columns: Sequence[str] | None) -> DataFrame:
     config = HoodieConfig.of(options)
     meta = HoodieTableMetaClient.load_in_session(spark, base_path, options)
+    validate_options(options, f"read of {meta.base_path}", meta.table_config.props)
     query_type = (config.get(RK.QUERY_TYPE) or "snapshot").lower()
     if query_type == "incremental":
         return _incremental(spark, meta, config, partition_filter)

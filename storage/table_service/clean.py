@@ -139,13 +139,14 @@ def _execute_claimed(spark, meta: HoodieTableMetaClient, config: HoodieConfig, i
             log.info("clean %s of %s is run by another live process", instant_time, meta.base_path)
             return False
     try:
-        execute_clean(spark, meta, pending)
+        execute_clean(spark, meta, pending, config.get(CK.PARALLELISM))
     finally:
         heartbeat.stop()
     return True
 
 
-def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
+                  parallelism: int = CK.PARALLELISM.default) -> HoodieInstant:
     """requested -> inflight -> deletes in Spark tasks -> completed `<t>.clean` with HoodieCleanMetadata."""
     timeline = meta.active_timeline
     started = time.time()
@@ -153,7 +154,7 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant) ->
     plan = HoodieCleanerPlan.from_bytes(plan_bytes, meta.base_path)
     inflight = instant if instant.is_inflight else timeline.transition_to_inflight(instant, plan_bytes)
     crash_point("clean.after_inflight")
-    results = delete_files(spark, meta.storage, plan.files_per_partition)
+    results = delete_files(spark, meta.storage, plan.files_per_partition, parallelism)
     crash_point("clean.after_deletes")
     record = clean_metadata_record(instant.timestamp, int((time.time() - started) * 1000), plan, results)
     completed = timeline.transition_to_complete(inflight, write_avro_container(HOODIE_CLEAN_METADATA, record))
@@ -163,7 +164,7 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant) ->
 
 
 def delete_files(spark, storage: HoodieStorage, files_per_partition: dict[str, list[str]],
-                 parallelism: int = 200) -> dict[str, tuple[list[str], list[str]]]:
+                 parallelism: int = CK.PARALLELISM.default) -> dict[str, tuple[list[str], list[str]]]:
     """Delete the files in Spark tasks, partitions spread over at most `parallelism` tasks; per partition the
     names deleted (or already gone) and the names that could not be deleted. Without a session (`spark` None:
     storage-only callers such as a service process without Spark) the driver deletes them itself."""

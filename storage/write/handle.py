@@ -34,7 +34,8 @@ from storage.meta_fields import (
 from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.markers import IOType, create_marker, delete_marker
-from storage.write.table_settings import PAYLOAD_DEFAULT
+from storage.merge import record_merger
+from storage.merge.record_merger import BASE_WRITE_SEQ, DELETE_KEY, DELETE_ORDERING, WRITE_SEQ
 from storage.write.task_context import (
     BUCKET_COLUMN,
     OP_COLUMN,
@@ -84,44 +85,71 @@ def _with_file_name(table: pa.Table, file_name: str) -> pa.Table:
                             constant_array(file_name, table.num_rows, pa.string()))
 
 
-def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
-    """(records to write, keys to delete): deletes come from the delete operation or `_hoodie_is_deleted`."""
+def _delete_mask(incoming: pa.Table) -> pa.Array:
+    """Deletes come from the delete operation or `_hoodie_is_deleted`."""
     is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
     if IS_DELETED in incoming.column_names:
         is_delete = pc.or_(is_delete, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
-    is_delete = pc.fill_null(is_delete, False)
+    return pc.fill_null(is_delete, False)
+
+
+def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
+    """(records to write, keys to delete)."""
+    is_delete = _delete_mask(incoming)
     return incoming.filter(pc.invert(is_delete)), incoming.filter(is_delete).column(RECORD_KEY)
 
 
-def _stored_wins(old: pa.Table, incoming: pa.Table, ordering_field: str) -> pa.Array:
-    """Keys whose stored record has a strictly higher ordering value than the incoming one
-    (DefaultHoodieRecordPayload keeps the stored record then)."""
-    left = pa.table({RECORD_KEY: old.column(RECORD_KEY), "_old": old.column(ordering_field)})
-    right = pa.table({RECORD_KEY: incoming.column(RECORD_KEY), "_new": incoming.column(ordering_field)})
-    joined = left.join(right, RECORD_KEY, join_type="inner")
-    wins = pc.fill_null(pc.greater(joined.column("_old"), joined.column("_new")), False)
-    return joined.filter(wins).column(RECORD_KEY).combine_chunks()
-
-
 def merge_records(old: pa.Table | None, incoming: pa.Table, ctx: WriteTaskContext) -> tuple[pa.Table, pa.Table, dict]:
-    """(kept stored records, new records to stamp, counts) for one file group."""
+    """(kept stored records, new records to stamp, counts) for one file group: the stored rows (write sequence
+    -1) and the incoming ones (0) merged by the record merger with the table's `MergeSpec`, as a merge-on-read
+    read or a compaction of the same versions would."""
     writes, delete_keys = _split_deletes(incoming)
     if old is None or old.num_rows == 0:
         return old.slice(0, 0) if old is not None else None, writes, {
             "inserts": writes.num_rows, "updates": 0, "deletes": 0}
-    old_keys = old.column(RECORD_KEY)
-    if ctx.payload == PAYLOAD_DEFAULT and ctx.ordering_field and ctx.ordering_field in old.column_names:
-        keep_old = _stored_wins(old, incoming, ctx.ordering_field)
-        if len(keep_old):
-            writes = writes.filter(pc.invert(pc.is_in(writes.column(RECORD_KEY), keep_old)))
-            delete_keys = pc.filter(delete_keys, pc.invert(pc.is_in(delete_keys, keep_old)))
-    replaced = pc.is_in(old_keys, pa.concat_arrays([writes.column(RECORD_KEY).combine_chunks(),
-                                                    delete_keys.combine_chunks() if isinstance(delete_keys, pa.ChunkedArray) else delete_keys]))
-    kept = old.filter(pc.invert(replaced))
-    is_update = pc.is_in(writes.column(RECORD_KEY), old_keys)
-    updates = pc.sum(is_update.cast(pa.int64())).as_py() or 0
-    deleted = pc.sum(pc.is_in(old_keys, delete_keys).cast(pa.int64())).as_py() or 0
+    merge = ctx.merge.for_ordering_field(ctx.merge.ordering_field if ctx.merge.ordering_field in old.column_names
+                                         else None)
+    candidates = _candidates(old, writes, merge.ordering_field)
+    deletes = _delete_records(incoming, merge.ordering_field)
+    survivors = record_merger.merge_records(candidates, deletes, merge.mode, merge.ordering_field)
+    from_old = pc.equal(survivors[WRITE_SEQ], BASE_WRITE_SEQ)
+    kept = old.take(pc.filter(survivors[_ROW], from_old))
+    # every incoming row of a key an incoming version won (an insert without combining keeps its duplicates)
+    writes = writes.filter(pc.is_in(writes.column(RECORD_KEY), pc.filter(survivors[RECORD_KEY], pc.invert(from_old))))
+    updates = pc.sum(pc.is_in(writes.column(RECORD_KEY), old.column(RECORD_KEY)).cast(pa.int64())).as_py() or 0
+    deleted = old.num_rows - kept.num_rows - updates
     return kept, writes, {"inserts": writes.num_rows - updates, "updates": updates, "deletes": deleted}
+
+
+_ROW = "_hoodie_row"  # position of a stored candidate
+
+
+def _candidates(old: pa.Table, writes: pa.Table, ordering_field: str | None) -> pa.Table:
+    """The versions the merger chooses from: key, write sequence, position (and ordering value)."""
+    columns = {
+        RECORD_KEY: pa.chunked_array(old.column(RECORD_KEY).chunks + writes.column(RECORD_KEY).chunks, pa.string()),
+        WRITE_SEQ: pa.concat_arrays([constant_array(BASE_WRITE_SEQ, old.num_rows, pa.int64()),
+                                     constant_array(0, writes.num_rows, pa.int64())]),
+        _ROW: row_numbers(old.num_rows + writes.num_rows),
+    }
+    if ordering_field:
+        ordering = old.column(ordering_field)
+        columns[ordering_field] = pa.chunked_array(ordering.chunks + writes.column(ordering_field).cast(ordering.type).chunks,
+                                                   ordering.type)
+    return pa.table(columns)
+
+
+def _delete_records(incoming: pa.Table, ordering_field: str | None) -> pa.Table:
+    """The incoming deletes as the merger takes them (key, ordering value, write sequence 0): what a merge-on-read
+    write puts in its delete block."""
+    is_delete = _delete_mask(incoming)
+    deletes = incoming.filter(is_delete)
+    if ordering_field and ordering_field in deletes.column_names:
+        ordering = _natural_order_for_delete_operation(deletes, deletes.column(ordering_field))
+    else:
+        ordering = pa.nulls(deletes.num_rows)
+    return pa.table({DELETE_KEY: deletes.column(RECORD_KEY), DELETE_ORDERING: ordering,
+                     WRITE_SEQ: constant_array(0, deletes.num_rows, pa.int64())})
 
 
 def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
@@ -232,7 +260,8 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     elif rows.num_rows:
         blocks.append(AvroDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time))
     if deletes.num_rows:
-        ordering = deletes.column(ctx.ordering_field) if ctx.ordering_field in deletes.column_names else None
+        ordering_field = ctx.merge.ordering_field
+        ordering = deletes.column(ordering_field) if ordering_field in deletes.column_names else None
         if ordering is not None:
             ordering = _natural_order_for_delete_operation(deletes, ordering)
         keys = deletes.column(RECORD_KEY).to_pylist()

@@ -20,8 +20,6 @@ from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, HoodieTableConfig
 from storage.write.schema import reconcile
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
-PAYLOAD_OVERWRITE_LATEST = "OverwriteWithLatestAvroPayload"
-PAYLOAD_DEFAULT = "DefaultHoodieRecordPayload"
 
 
 @dataclass(frozen=True)
@@ -99,14 +97,6 @@ def _check_consistent(config: HoodieConfig, what: str, prop, table_value: list[s
         raise HoodieWriteError(f"{what} fields {given} do not match the table's {table_value} ({prop.key})")
 
 
-def payload_name(config: HoodieConfig, table: HoodieTableConfig | None) -> str:
-    """How a copy-on-write merge orders a stored record against an incoming one (the payload class's short name)."""
-    cls = config.get(WK.PAYLOAD_CLASS) or (table.props.get(TK.PAYLOAD_CLASS.key) if table else None) or ""
-    if cls.rsplit(".", 1)[-1] == PAYLOAD_DEFAULT or (table and table.get(TK.RECORD_MERGE_MODE) == "EVENT_TIME_ORDERING"):
-        return PAYLOAD_DEFAULT
-    return PAYLOAD_OVERWRITE_LATEST
-
-
 # -- table creation ------------------------------------------------------------------------------------------
 
 
@@ -129,6 +119,8 @@ def table_config_for(settings: TableSettings, config: HoodieConfig, schema: pa.S
         TK.CREATE_SCHEMA.key: json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":")),
         TK.PAYLOAD_CLASS.key: config.get(WK.PAYLOAD_CLASS) or TK.PAYLOAD_CLASS.default,
     }
+    if config.get(TK.RECORD_MERGE_MODE):  # kept, so every later write, read and compaction merges the same way
+        props[TK.RECORD_MERGE_MODE.key] = config.get(TK.RECORD_MERGE_MODE)
     if settings.partition_fields:
         props[TK.PARTITION_FIELDS.key] = ",".join(settings.partition_fields)
     if settings.precombine:

@@ -23,11 +23,9 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action
 from storage.write.partitioner import BucketPlan, BucketType
 from storage.write.spark_partitioning import placement_keys
-from storage.write.table_settings import (
-    PAYLOAD_OVERWRITE_LATEST,
-    TableSettings,
-    payload_name,
-)
+from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
+from storage.merge.record_merger import RecordMergeMode
+from storage.write.table_settings import TableSettings
 
 BUCKET_COLUMN = "_hoodie_bucket"
 OP_COLUMN = "_hoodie_write_op"  # 0 = write, 1 = delete
@@ -62,8 +60,7 @@ class WriteTaskContext:
     schema_ipc: bytes  # target schema (meta + data columns) as Arrow IPC, to survive pickling exactly
     targets: dict[int, BucketTarget]
     placement: dict[int, int]  # placement key -> bucket id
-    payload: str = PAYLOAD_OVERWRITE_LATEST
-    ordering_field: str | None = None
+    merge: MergeSpec = MergeSpec(RecordMergeMode.COMMIT_TIME_ORDERING, None)  # how stored and incoming records merge
     bloom_options: dict = field(default_factory=dict)
     compression: str = "snappy"
     row_group_bytes: int = 128 * 1024 * 1024
@@ -98,7 +95,7 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
         schema_ipc=serialize_schema(with_meta_columns(schema)),
         targets=bucket_targets(meta, plan, fs_view, settings.is_mor),
         placement={keys[b]: b for b in range(len(plan))},
-        payload=payload_name(config, meta.table_config), ordering_field=settings.precombine,
+        merge=resolve_merge_spec(meta.table_config.props, settings.precombine, config.props),
         bloom_options=bloom_options_of(config), compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
         row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=settings.populate_meta_fields,
         avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),

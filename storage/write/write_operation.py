@@ -26,7 +26,7 @@ import pyarrow as pa
 from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
-from storage.config import HoodieConfig
+from storage.config import HoodieConfig, validate_options
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
 from storage.io.request_metrics import RequestTally
@@ -128,11 +128,15 @@ class WriteOperation:
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
 
     def run(self, df: DataFrame) -> WriteResult:
+        meta = self._load_table()
+        # unknown / unparsable options fail (or warn) before anything is written; the table's own properties
+        # (merged into the options by the SQL layer) are not the user's
+        validate_options(self.config.props, f"{self.operation.value} to {self.base_path}",
+                         meta.table_config.props if meta else None)
         validate_service_options(self.config)  # a bad retention fails before anything is written
         tally = RequestTally(self.spark)
         failed_writes_policy(self.config)  # invalid concurrency settings fail before anything runs
         check_strategy(self.config)
-        meta = self._load_table()
         with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
             if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
                 log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)

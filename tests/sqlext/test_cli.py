@@ -165,3 +165,19 @@ def test_sql_against_the_session_metastore(spark, runs):
         assert entry is not None and entry.parameters["provider"] == "hudi"
     install(spark, spark._sqlext_catalog.resolver)
     assert [tuple(r) for r in spark.sql(f"SELECT id, v FROM {db}.m").collect()] == [(1, "x")]
+
+
+def test_config_lists_keys_and_one_key(capsys):
+    from sqlext.cli import main
+
+    assert main(["config", "--key", "hoodie.cleaner.policy"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[:3] == ["hoodie.cleaner.policy", "\tdefault: KEEP_LATEST_COMMITS", "\thonoured: yes"]
+    assert main(["config", "--key", "hoodie.table.payload.class"]) == 0  # an alternative spelling
+    assert capsys.readouterr().out.startswith("hoodie.compaction.payload.class\n")
+    assert main(["config"]) == 0
+    listing = capsys.readouterr().out
+    assert "hoodie.upsert.shuffle.parallelism\n\tdefault: 0\n\thonoured: no" in listing
+    assert "\nhoodie.strict.config\n" in listing
+    assert main(["config", "--key", "hoodie.cleaner.polcy"]) == 1
+    assert "unknown config key hoodie.cleaner.polcy (did you mean hoodie.cleaner.policy?)" in capsys.readouterr().err

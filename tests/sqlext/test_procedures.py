@@ -221,6 +221,12 @@ def test_help_lists_procedures_and_parameters(hudi_sql):
     assert "instant_time" in detail and "file_size" in detail and "total_records_written" in detail
     with pytest.raises(HoodieSqlError, match="can not find nope command"):
         hudi_sql.sql("CALL help(cmd => 'nope')")
+    assert "call help(cmd=>[hoodie.key])" in text
+    key = hudi_sql.sql("CALL help(cmd => 'hoodie.datasource.write.record.merger.impls')").collect()[0][0]
+    assert key.startswith("hoodie.datasource.write.record.merger.impls\n") and "honoured: no" in key
+    with pytest.raises(HoodieSqlError, match=r"unknown config key hoodie.cleaner.polcy \(did you mean "
+                                           r"hoodie.cleaner.policy\?\)"):
+        hudi_sql.sql("CALL help(cmd => 'hoodie.cleaner.polcy')")
 
 
 def test_hive_sync_procedure_registers_partitions(spark, hms_db):

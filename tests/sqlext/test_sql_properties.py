@@ -85,3 +85,21 @@ def test_create_and_drop_index_are_accepted_without_effect(hudi_sql, seeded, cap
     assert _instants(path) == before and _by_id(path) == {r[0]: r[1] for r in SEED_ROWS}
     with pytest.raises(HoodieSqlError, match="'nope' is not a column of default.t"):
         hudi_sql.sql("CREATE INDEX bad_idx ON t USING column_stats (nope) OPTIONS (a = 'b')")
+
+
+def test_tblproperties_typo_warns_and_strict_rejects(hudi_sql, caplog):
+    caplog.set_level(logging.WARNING, logger="storage.config")
+    typo = "hoodie.cleaner.commits.retaind"
+    hudi_sql.sql(f"""CREATE TABLE typo (id INT, v STRING, ts BIGINT) USING hudi TBLPROPERTIES (
+        primaryKey = 'id', preCombineField = 'ts', '{typo}' = '3')""")
+    warned = [r.getMessage() for r in caplog.records if r.name == "storage.config"]
+    assert len(warned) == 1 and typo in warned[0] and "did you mean hoodie.cleaner.commits.retained?" in warned[0]
+    caplog.clear()
+    hudi_sql.sql("INSERT INTO typo VALUES (1, 'a', 1)")  # the table's own property: not warned again
+    assert not [r for r in caplog.records if r.name == "storage.config"]
+    with pytest.raises(HoodieSqlError, match="invalid value 'many' for option hoodie.cleaner.commits.retained"):
+        hudi_sql.sql("ALTER TABLE typo SET TBLPROPERTIES ('hoodie.cleaner.commits.retained' = 'many')")
+    with pytest.raises(HoodieSqlError, match=r"unknown option hoodie.keep.min.comits.*hoodie.strict.config=true"):
+        hudi_sql.sql("ALTER TABLE typo SET TBLPROPERTIES ('hoodie.keep.min.comits' = '5', "
+                     "'hoodie.strict.config' = 'true')")
+    assert hudi_sql.sql("SELECT v FROM typo").collect()[0].v == "a"

@@ -1,7 +1,10 @@
-"""help: the procedures, or one procedure's parameters and output columns."""
+"""help: the procedures, or one procedure's parameters and output columns; with cmd => 'hoodie.<key>' (never a
+procedure name) a config key's default, whether it is honoured, and its doc."""
 from __future__ import annotations
 
+from sqlext.config_doc import config_text
 from sqlext.sql.procedures import registry
+from storage.exception import HoodieConfigError
 from sqlext.sql.procedures.registry import optional, procedure
 
 
@@ -14,7 +17,13 @@ def help_(call, args):
         for name in registry.names():
             lines.append(f"\t{name}\t{registry.get(name).description}")
         lines.append("You can use 'call help(cmd=>[command])' to view the detailed parameters of the command")
+        lines.append("and 'call help(cmd=>[hoodie.key])' (or `sqlext config --key K`) to view a config key")
         return [("\n".join(lines) + "\n",)]
+    if cmd.strip().startswith("hoodie."):
+        try:
+            return [(config_text(cmd),)]
+        except HoodieConfigError as exc:
+            raise call.error(str(exc)) from None
     proc = registry.get(cmd.strip())
     if proc is None:
         raise call.error(f"can not find {cmd} command in procedures (known: {', '.join(registry.names())})")

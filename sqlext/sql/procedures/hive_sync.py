@@ -1,6 +1,7 @@
 """hive_sync: a full sync of a Hudi table into the Hive Metastore (catalog.hive_sync via the SQL resolver)."""
 from __future__ import annotations
 
+from storage.config import HiveSyncConfigKeys as HK
 from sqlext.sql.procedures.registry import optional, procedure, required
 
 
@@ -16,9 +17,9 @@ def hive_sync(call, args):
 
     options = {}
     if args["partition_fields"]:
-        options["hoodie.datasource.hive_sync.partition_fields"] = args["partition_fields"]
+        options[HK.PARTITION_FIELDS.key] = args["partition_fields"]
     if args["partition_extractor_class"]:
-        options["hoodie.datasource.hive_sync.partition_extractor_class"] = args["partition_extractor_class"]
+        options[HK.PARTITION_EXTRACTOR_CLASS.key] = args["partition_extractor_class"]
     call.table_ref(args["table"])  # names the table in the error when it is not a Hudi table
     try:
         report = run_hive_sync(call.resolver, args["table"], options, args["metastore_uri"] or None)

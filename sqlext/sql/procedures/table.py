@@ -5,6 +5,7 @@ import fnmatch
 import math
 
 from sqlext.sql.procedures.registry import optional, procedure, required
+from storage.config import ReadConfigKeys as RK
 from storage.fs_utils import parse_base_file_name
 from storage.io.storage import HoodieStorage
 
@@ -34,15 +35,15 @@ def copy_to_temp_view(call, args):
     query_type = (args["query_type"] or "snapshot").lower()
     if query_type not in _QUERY_TYPES:
         raise call.error(f"query_type '{args['query_type']}': expected {', '.join(_QUERY_TYPES)}")
-    options = {"hoodie.datasource.query.type": query_type}
+    options = {RK.QUERY_TYPE.key: query_type}
     if query_type == "snapshot" and args["as_of_instant"]:
         options["as.of.instant"] = args["as_of_instant"]
     if query_type == "incremental":
         if not args["begin_instance_time"] or not args["end_instance_time"]:
             raise call.error("when the query_type is incremental, begin_instance_time and end_instance_time "
                              "can not be null")
-        options["hoodie.datasource.read.begin.instanttime"] = args["begin_instance_time"]
-        options["hoodie.datasource.read.end.instanttime"] = args["end_instance_time"]
+        options[RK.BEGIN_INSTANTTIME.key] = args["begin_instance_time"]
+        options[RK.END_INSTANTTIME.key] = args["end_instance_time"]
     frame = read_table(call.spark, ref.path, options)
     view = args["view_name"]
     try:

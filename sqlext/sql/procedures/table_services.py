@@ -8,6 +8,7 @@ import logging
 
 from sqlext.sql.procedures._timeline import files_inserted, files_updated, newest_first, state_transition_time, total
 from sqlext.sql.procedures.registry import optional, procedure, required
+from storage.config import ArchivalConfigKeys as AK, CleanConfigKeys as CLK
 from storage.exception import HoodieError
 
 log = logging.getLogger(__name__)
@@ -41,12 +42,12 @@ def run_clean(call, args):
 
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = call.meta_client(args)
-    given = {"hoodie.cleaner.policy": args.get("clean_policy"),
-             "hoodie.cleaner.commits.retained": args.get("retain_commits"),
-             "hoodie.cleaner.hours.retained": args.get("hours_retained"),
-             "hoodie.cleaner.fileversions.retained": args.get("file_versions_retained"),
-             "hoodie.clean.trigger.strategy": args.get("trigger_strategy"),
-             "hoodie.clean.max.commits": args.get("trigger_max_commits")}
+    given = {CLK.POLICY.key: args.get("clean_policy"),
+             CLK.COMMITS_RETAINED.key: args.get("retain_commits"),
+             CLK.HOURS_RETAINED.key: args.get("hours_retained"),
+             CLK.FILE_VERSIONS_RETAINED.key: args.get("file_versions_retained"),
+             CLK.TRIGGER_STRATEGY.key: args.get("trigger_strategy"),
+             CLK.MAX_COMMITS.key: args.get("trigger_max_commits")}
     options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
                **_options(call, args.get("options"))}
     instant = _run(call, clean, call.spark, ref.path, options, force=args.get("trigger_max_commits") is None)
@@ -100,8 +101,8 @@ def archive_commits(call, args):
     from storage.table_service.archival import archive
 
     meta = call.meta_client(args)
-    given = {"hoodie.keep.min.commits": args.get("min_commits"), "hoodie.keep.max.commits": args.get("max_commits"),
-             "hoodie.cleaner.commits.retained": args.get("retain_commits")}
+    given = {AK.MIN_COMMITS_TO_KEEP.key: args.get("min_commits"), AK.MAX_COMMITS_TO_KEEP.key: args.get("max_commits"),
+             CLK.COMMITS_RETAINED.key: args.get("retain_commits")}
     options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
                **_options(call, args.get("options"))}
     _run(call, archive, meta, options)

@@ -7,7 +7,6 @@ from storage.merge.record_merger import (
     RecordMergeMode,
     merge_records,
     record_keys_from_fields,
-    resolve_merge_mode,
 )
 
 EVENT, COMMIT = RecordMergeMode.EVENT_TIME_ORDERING, RecordMergeMode.COMMIT_TIME_ORDERING
@@ -123,22 +122,6 @@ def test_is_deleted_flag_on_the_winning_version():
 def test_event_time_needs_the_ordering_field():
     with pytest.raises(HoodieMergeError, match="ordering field 'nope'"):
         merge_records(_records(BASE_AND_LOGS), None, EVENT, "nope")
-
-
-def test_merge_mode_inference():
-    default_payload = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
-    overwrite_payload = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
-    assert resolve_merge_mode({"hoodie.record.merge.mode": "COMMIT_TIME_ORDERING",
-                               "hoodie.compaction.payload.class": default_payload}, "ts") == COMMIT
-    assert resolve_merge_mode({"hoodie.compaction.payload.class": default_payload}, "ts") == EVENT
-    assert resolve_merge_mode({"hoodie.compaction.payload.class": overwrite_payload}, "ts") == COMMIT
-    assert resolve_merge_mode({}, "ts") == EVENT
-    assert resolve_merge_mode({}, None) == COMMIT
-    assert resolve_merge_mode({"hoodie.record.merge.mode": "EVENT_TIME_ORDERING"}, None) == COMMIT
-    assert resolve_merge_mode({"hoodie.compaction.payload.class": overwrite_payload}, "ts",
-                              {"hoodie.record.merge.mode": "EVENT_TIME_ORDERING"}) == EVENT
-    with pytest.raises(HoodieMergeError, match="CUSTOM"):
-        resolve_merge_mode({"hoodie.record.merge.mode": "CUSTOM"}, "ts")
 
 
 def test_record_keys_from_fields():
