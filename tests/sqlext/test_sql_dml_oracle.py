@@ -84,12 +84,12 @@ def test_same_final_rows_as_duckdb(hudi_sql, seeded, case):
         assert theirs == rows([dict(zip(COLUMNS, r)) for r in got_rows], list(COLUMNS))
 
 
-def test_cardinality_violation_fails_in_both_and_writes_nothing(hudi_sql, seeded):
+def test_cardinality_violation_fails_and_writes_nothing(hudi_sql, seeded):
+    """A target row matched by two source rows is the SQL standard's cardinality violation (Spark's and Delta's
+    MERGE fail too). DuckDB is no oracle here: from 1.4 on it updates with one of the matches and goes on."""
     source = [(1, "x", 1.0, 2, "p1", "a"), (1, "y", 2.0, 2, "p1", "b"), (9, "z", 3.0, 2, "p1", "c")]
     statement = "MERGE INTO t USING src s ON t.id = s.id WHEN MATCHED THEN UPDATE SET name = s.name " \
                 "WHEN NOT MATCHED THEN INSERT (id, name, price, ts, dt) VALUES (s.id, s.name, s.price, s.ts, s.dt)"
-    with pytest.raises(duckdb.Error, match="more than once"):
-        _duck(statement, source)
     path = seeded("t")
     before = HoodieTableMetaClient.load(path).timeline.completed().timestamps()
     with pytest.raises(HoodieSqlError, match="matches 2 source rows") as info:
