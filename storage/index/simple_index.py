@@ -20,7 +20,7 @@ from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.read.parquet_scan import scan_parquet
 from storage.table.file_slice import HoodieBaseFile
 
-_FILE_ID_FROM_NAME = r"^(.+?)_\d+-\d+-\d+_\d+\.parquet$"
+FILE_ID_FROM_NAME = r"^(.+?)_\d+-\d+-\d+_\d+\.parquet$"  # the file id of a base file name
 _FILE_NAME = "_hoodie_src_file_name"
 
 
@@ -37,7 +37,7 @@ class HoodieSimpleIndex(HoodieIndex):
         return df.select(
             record_key.alias(RECORD_KEY),
             partition.alias(LOC_PARTITION),
-            F.regexp_extract(F.col(_FILE_NAME), _FILE_ID_FROM_NAME, 1).alias(LOC_FILE_ID),
+            F.regexp_extract(F.col(_FILE_NAME), FILE_ID_FROM_NAME, 1).alias(LOC_FILE_ID),
         )
 
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],

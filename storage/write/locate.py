@@ -14,8 +14,9 @@ from pyspark.sql.types import StringType, StructField, StructType
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.index import create_index
-from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
-from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.index.hoodie_index import attach_locations
+from storage.index.simple_index import FILE_ID_FROM_NAME, LOC_FILE_ID, LOC_PARTITION
+from storage.meta_fields import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import WorkloadProfile
@@ -46,10 +47,14 @@ def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, 
     meta = fs_view.meta_client
     index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
                          storage_options=meta.storage_options)
-    base_files = fs_view.latest_base_files(None if index.is_global else partitions)
-    key_columns, read_schema = _stored_key_columns(settings)
-    tagged = index.tag_location(spark, records, base_files, key_columns,
-                                broadcast_incoming=_can_broadcast(spark, num_records), read_schema=read_schema)
+    broadcast = _can_broadcast(spark, num_records)
+    if index.is_global and settings.is_mor and settings.populate_meta_fields and _has_logs(fs_view):
+        tagged = attach_locations(records, _live_keys(spark, meta.base_path, records, broadcast), True, broadcast)
+    else:
+        base_files = fs_view.latest_base_files(None if index.is_global else partitions)
+        key_columns, read_schema = _stored_key_columns(settings)
+        tagged = index.tag_location(spark, records, base_files, key_columns, broadcast_incoming=broadcast,
+                                    read_schema=read_schema)
     if op is WriteOperationType.DELETE:
         return tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     if index.is_global:
@@ -64,6 +69,25 @@ def _stored_key_columns(settings: TableSettings):
         schema = StructType([StructField(RECORD_KEY, StringType()), StructField(PARTITION_PATH, StringType())])
         return (lambda df: (F.col(RECORD_KEY), F.col(PARTITION_PATH))), schema
     return (lambda df: (settings.keygen.record_key(), settings.keygen.partition_path())), None
+
+
+def _has_logs(fs_view: FileSystemView) -> bool:
+    return any(s.log_files for s in fs_view.latest_file_slices())
+
+
+def _live_keys(spark: SparkSession, base_path: str, records: DataFrame, broadcast: bool) -> DataFrame:
+    """(record key, partition, file id) of every live record of the table, its file slices merged with their
+    logs. A global index on merge-on-read cannot take keys from base files alone: a record moved to another
+    partition stays in its old base file, deleted by a log block, and moving it back would then update both
+    places (a duplicate). Records in logs carry their file id as file name; base rows the base file's name."""
+    from storage.read.reader import read_table
+
+    df = read_table(spark, base_path, columns=[RECORD_KEY, PARTITION_PATH, FILE_NAME])
+    if broadcast:
+        df = df.join(F.broadcast(records.select(RECORD_KEY)), on=RECORD_KEY, how="left_semi")
+    from_base = F.regexp_extract(F.col(FILE_NAME), FILE_ID_FROM_NAME, 1)
+    return df.select(F.col(RECORD_KEY), F.col(PARTITION_PATH).alias(LOC_PARTITION),
+                     F.when(from_base != "", from_base).otherwise(F.col(FILE_NAME)).alias(LOC_FILE_ID))
 
 
 def _can_broadcast(spark: SparkSession, num_records: int) -> bool:
