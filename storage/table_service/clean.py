@@ -100,12 +100,14 @@ def records_empty_clean(meta: HoodieTableMetaClient, config: HoodieConfig, plan:
     if previous is not None and ectr.timestamp <= previous:
         return False
     duration_ms = config.get(CK.EMPTY_CLEAN_CREATE_DURATION_MS)
-    if duration_ms >= 0:
-        age_s = (now if now is not None else time.time()) - parse_instant(last[0].timestamp).timestamp() if last else None
-        if age_s is None or age_s * 1000 > duration_ms:
-            return True
+    if duration_ms >= 0 and (last is None or _age_ms(last[0].timestamp, now) > duration_ms):
+        return True
     commits = len(meta.timeline.completed().write_timeline())
     return commits > config.get(AK.MAX_COMMITS_TO_KEEP)
+
+
+def _age_ms(instant_time: str, now: float | None) -> float:
+    return ((now if now is not None else time.time()) - parse_instant(instant_time).timestamp()) * 1000
 
 
 def run_clean(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,

@@ -93,24 +93,24 @@ def _delete_mask(incoming: pa.Table) -> pa.Array:
     return pc.fill_null(is_delete, False)
 
 
-def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Array]:
-    """(records to write, keys to delete)."""
+def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """(records to write, delete rows)."""
     is_delete = _delete_mask(incoming)
-    return incoming.filter(pc.invert(is_delete)), incoming.filter(is_delete).column(RECORD_KEY)
+    return incoming.filter(pc.invert(is_delete)), incoming.filter(is_delete)
 
 
 def merge_records(old: pa.Table | None, incoming: pa.Table, ctx: WriteTaskContext) -> tuple[pa.Table, pa.Table, dict]:
     """(kept stored records, new records to stamp, counts) for one file group: the stored rows (write sequence
     -1) and the incoming ones (0) merged by the record merger with the table's `MergeSpec`, as a merge-on-read
     read or a compaction of the same versions would."""
-    writes, delete_keys = _split_deletes(incoming)
+    writes, delete_rows = _split_deletes(incoming)
     if old is None or old.num_rows == 0:
         return old.slice(0, 0) if old is not None else None, writes, {
             "inserts": writes.num_rows, "updates": 0, "deletes": 0}
     merge = ctx.merge.for_ordering_field(ctx.merge.ordering_field if ctx.merge.ordering_field in old.column_names
                                          else None)
     candidates = _candidates(old, writes, merge.ordering_field)
-    deletes = _delete_records(incoming, merge.ordering_field)
+    deletes = _delete_records(delete_rows, merge.ordering_field)
     survivors = record_merger.merge_records(candidates, deletes, merge.mode, merge.ordering_field)
     from_old = pc.equal(survivors[WRITE_SEQ], BASE_WRITE_SEQ)
     kept = old.take(pc.filter(survivors[_ROW], from_old))
@@ -139,11 +139,9 @@ def _candidates(old: pa.Table, writes: pa.Table, ordering_field: str | None) -> 
     return pa.table(columns)
 
 
-def _delete_records(incoming: pa.Table, ordering_field: str | None) -> pa.Table:
+def _delete_records(deletes: pa.Table, ordering_field: str | None) -> pa.Table:
     """The incoming deletes as the merger takes them (key, ordering value, write sequence 0): what a merge-on-read
     write puts in its delete block."""
-    is_delete = _delete_mask(incoming)
-    deletes = incoming.filter(is_delete)
     if ordering_field and ordering_field in deletes.column_names:
         ordering = _natural_order_for_delete_operation(deletes, deletes.column(ordering_field))
     else:
@@ -245,8 +243,7 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
-    writes, delete_keys = _split_deletes(data)
-    deletes = data.filter(pc.is_in(data.column(RECORD_KEY), delete_keys)) if len(delete_keys) else data.slice(0, 0)
+    writes, deletes = _split_deletes(data)
     # records in logs carry the file id as their file name, as Hudi's append handle stamps them
     rows = _stamp(align_to_schema(writes, schema), ctx, target.file_id, partition_id)
     if not ctx.populate_meta_fields:
