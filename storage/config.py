@@ -345,6 +345,57 @@ class CompactionConfigKeys:
     LOGFILE_SIZE_THRESHOLD = _prop("hoodie.compaction.logfile.size.threshold", 0, int)
 
 
+class ClusteringConfigKeys:
+    """Apache Hudi's clustering options (`HoodieClusteringConfig`), used by storage/table_service/clustering/."""
+
+    _P = "hoodie.clustering.plan.strategy."
+    INLINE = _prop("hoodie.clustering.inline", False, parse_bool,
+                   doc="schedule and execute a clustering after every hoodie.clustering.inline.max.commits commits")
+    INLINE_MAX_COMMITS = _prop("hoodie.clustering.inline.max.commits", 4, int)
+    SCHEDULE_INLINE = _prop("hoodie.clustering.schedule.inline", False, parse_bool,
+                            doc="only schedule a clustering inline (executed by CALL run_clustering or async)")
+    ASYNC_ENABLED = _prop("hoodie.clustering.async.enabled", False, parse_bool,
+                          doc="schedule inline, execute in a background thread of the writing process")
+    ASYNC_MAX_COMMITS = _prop("hoodie.clustering.async.max.commits", 4, int)
+    PLAN_STRATEGY_CLASS = _prop("hoodie.clustering.plan.strategy.class",
+                                "org.apache.hudi.client.clustering.plan.strategy.SparkSizeBasedClusteringPlanStrategy",
+                                str, doc="size-based planning (the only strategy here)")
+    EXECUTION_STRATEGY_CLASS = _prop(
+        "hoodie.clustering.execution.strategy.class",
+        "org.apache.hudi.client.clustering.run.strategy.SparkSortAndSizeExecutionStrategy", str,
+        doc="sort by the sort columns (hoodie.layout.optimize.strategy) and write files of the target size")
+    SMALL_FILE_LIMIT = _prop(_P + "small.file.limit", 314572800, int,
+                             doc="file slices smaller than this (bytes: base file + log files) are clustered")
+    MAX_BYTES_PER_GROUP = _prop(_P + "max.bytes.per.group", 2147483648, int,
+                                doc="a clustering group holds at most this many input bytes (one Spark task each)")
+    MAX_NUM_GROUPS = _prop(_P + "max.num.groups", 30, int)
+    TARGET_FILE_MAX_BYTES = _prop(_P + "target.file.max.bytes", 1073741824, int)
+    SKIP_PARTITIONS_FROM_LATEST = _prop(_P + "skip.partitions.from.latest", 0, int)
+    DAYBASED_LOOKBACK_PARTITIONS = _prop(_P + "daybased.lookback.partitions", 2, int)
+    BEGIN_PARTITION = _prop(_P + "cluster.begin.partition", None, str)
+    END_PARTITION = _prop(_P + "cluster.end.partition", None, str)
+    PARTITION_REGEX_PATTERN = _prop(_P + "partition.regex.pattern", None, str)
+    PARTITION_SELECTED = _prop(_P + "partition.selected", None, parse_list,
+                               doc="comma-separated partition paths to cluster (the procedure's predicate ends here)")
+    SORT_COLUMNS = _prop(_P + "sort.columns", None, parse_list)
+    SINGLE_GROUP_CLUSTERING = _prop(_P + "single.group.clustering.enabled", True, parse_bool,
+                                    doc="false: a group of a single file slice is left out of the plan")
+    PARTITION_FILTER_MODE = _prop("hoodie.clustering.plan.partition.filter.mode", "NONE",
+                                  OneOf(("NONE", "RECENT_DAYS", "SELECTED_PARTITIONS", "DAY_ROLLING")))
+    UPDATES_STRATEGY = _prop(
+        "hoodie.clustering.updates.strategy",
+        "org.apache.hudi.client.clustering.update.strategy.SparkRejectUpdateStrategy", str,
+        doc="SparkRejectUpdateStrategy: a write updating a file group under pending clustering fails; "
+            "SparkAllowUpdateStrategy: the update wins and the clustering aborts at its commit")
+    PRESERVE_COMMIT_METADATA = _prop("hoodie.clustering.preserve.commit.metadata", True, parse_bool,
+                                     doc="records keep their _hoodie_commit_time / _hoodie_commit_seqno")
+    LAYOUT_OPTIMIZE_STRATEGY = _prop("hoodie.layout.optimize.strategy", "linear", str,
+                                     doc="linear | z-order | hilbert: how rows are ordered by the sort columns")
+    LAYOUT_CURVE_BUILD_METHOD = _prop("hoodie.layout.optimize.curve.build.method", "direct",
+                                      OneOf(("DIRECT", "SAMPLE")),
+                                      doc="direct (values mapped to 64 bits); sample is accepted and runs direct")
+
+
 class WriteCommitCallbackConfigKeys:
     """Apache Hudi's commit callback options (`HoodieWriteCommitCallbackConfig`,
     `HoodieWriteCommitKafkaCallbackConfig`), used by storage/callback/.
@@ -446,7 +497,7 @@ class SparkSqlConfigKeys:
 
 KEY_CLASSES: tuple[type, ...] = (
     TableConfigKeys, WriteConfigKeys, LockConfigKeys, ReadConfigKeys, TimestampKeyGeneratorKeys, HiveSyncConfigKeys,
-    CompactionConfigKeys, WriteCommitCallbackConfigKeys, CleanConfigKeys, ArchivalConfigKeys, LogFileConfigKeys,
+    CompactionConfigKeys, ClusteringConfigKeys, WriteCommitCallbackConfigKeys, CleanConfigKeys, ArchivalConfigKeys, LogFileConfigKeys,
     SparkSqlConfigKeys)
 
 

@@ -148,3 +148,13 @@ class HoodieSavepointError(HoodieTableServiceError):
 
 class HoodieRestoreError(HoodieTableServiceError):
     """A restore cannot run (no such savepoint or instant, the instant was archived)."""
+
+
+class HoodieClusteringError(HoodieTableServiceError):
+    """A clustering cannot be planned or run (unknown sort columns or layout strategy, no such pending plan, a
+    conflict with a write that updated its file groups); the table is unchanged."""
+
+
+class HoodieClusteringUpdateError(HoodieWriteError):
+    """A write would update file groups a pending clustering rewrites (`hoodie.clustering.updates.strategy` =
+    SparkRejectUpdateStrategy); nothing was written."""

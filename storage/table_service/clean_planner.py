@@ -303,12 +303,6 @@ def _pending_compaction_slices(meta: HoodieTableMetaClient) -> set[tuple[str, st
 
 def _pending_clustering_groups(meta: HoodieTableMetaClient) -> set[tuple[str, str]]:
     """File groups named by the clustering plans of pending replacecommit / clustering instants."""
-    out: set[tuple[str, str]] = set()
-    pending = meta.timeline.pending().of_actions([Action.REPLACE_COMMIT, Action.CLUSTERING])
-    for instant in pending:
-        data = meta.active_timeline.read_bytes(meta.active_timeline.requested_of(instant))
-        plan = (read_avro_container(data) if data else {}).get("clusteringPlan") or {}
-        for group in plan.get("inputGroups") or []:
-            for s in group.get("slices") or []:
-                out.add((s.get("partitionPath") or "", s.get("fileId") or ""))
-    return out
+    from storage.table_service.clustering.plan import pending_clustering_file_groups
+
+    return set(pending_clustering_file_groups(meta))

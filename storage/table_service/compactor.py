@@ -35,13 +35,11 @@ from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroupI
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
-from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.instant import Action
 from storage.write.handle import null_meta_fields, task_ids
-from storage.exception import HoodieHeartbeatError
 from storage.testing.crash_points import crash_point
-from storage.transaction.transaction_manager import TransactionManager
-from storage.write.heartbeat import Heartbeat, HeartbeatSettings, is_writer_alive
-from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers, reconcile_against_markers
+from storage.table_service.service_execution import start_execution
+from storage.write.markers import IOType, create_marker, delete_marker_dir, reconcile_against_markers
 from storage.exception import HoodieCompactionExecutionError
 
 log = logging.getLogger(__name__)
@@ -146,21 +144,6 @@ def _compaction_tasks(ctx: CompactionTaskContext):
     return run
 
 
-def _undo_failed_attempt(meta: HoodieTableMetaClient, instant: HoodieInstant) -> None:
-    """An inflight compaction whose executor died: delete what it wrote and return it to requested."""
-    if is_writer_alive(meta.storage, meta.meta_path, instant.timestamp):
-        raise HoodieCompactionExecutionError(f"compaction {instant.timestamp} of {meta.base_path} is being executed by "
-                                       "another running process")
-    marker_dir = meta.marker_dir(instant.timestamp)
-    markers = list_markers(meta.storage, marker_dir)
-    for marker in markers:
-        meta.storage.delete(join_path(meta.base_path, marker.partition_path, marker.file_name))
-    delete_marker_dir(meta.storage, marker_dir)
-    meta.storage.delete(join_path(meta.meta_path, instant.file_name(meta.table_config.timeline_layout_version)))
-    meta.reload()
-    log.info("rolled back the failed attempt of compaction %s (%d files removed)", instant.timestamp, len(markers))
-
-
 def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant_time: str, plan: dict[str, Any],
                        options: dict[str, str] | None = None) -> HoodieCommitMetadata:
     """Run the plan of pending compaction `instant_time` and complete it as `<instant_time>.commit`."""
@@ -169,7 +152,9 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
     tally = RequestTally(spark)
     slices = operation_slices(meta, operations)
     ctx = dataclasses.replace(_task_context(meta, instant_time, slices, options), requests=tally.accumulator)
-    inflight, heartbeat = _start_execution(meta, instant_time, config)
+    inflight, heartbeat = start_execution(meta, instant_time, Action.COMPACTION, "compaction", config,
+                                          HoodieCompactionExecutionError)
+    crash_point("compaction.after_inflight")
     timeline = meta.active_timeline
     try:
         stats = _run_tasks(spark, slices, ctx)
@@ -190,33 +175,6 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
              len(stats), sum(s.numWrites for s in stats))
     tally.report(f"compaction {instant_time} of {meta.base_path}")
     return metadata
-
-
-def _start_execution(meta: HoodieTableMetaClient, instant_time: str,
-                     config: HoodieConfig) -> tuple[HoodieInstant, Heartbeat]:
-    """Under the table lock: undo a dead attempt, start this process's heartbeat (refused while another live
-    process runs the compaction: its heartbeat is never taken over or deleted), then the inflight instant."""
-    with TransactionManager.for_table(meta, config).transaction(f"execute compaction {instant_time}"):
-        timeline = meta.active_timeline.reload()
-        pending = [i for i in timeline.timeline.pending()
-                   if i.timestamp == instant_time and i.action == Action.COMPACTION]
-        if not pending:
-            raise HoodieCompactionExecutionError(f"no pending compaction {instant_time} in {meta.base_path}")
-        if pending[0].is_inflight:
-            _undo_failed_attempt(meta, pending[0])
-            timeline = meta.active_timeline
-        requested = timeline.requested_of(pending[0])
-        try:
-            heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, HeartbeatSettings.of(config)).start()
-        except HoodieHeartbeatError as exc:
-            raise HoodieCompactionExecutionError(str(exc)) from None
-        try:
-            inflight = timeline.transition_to_inflight(requested)
-        except BaseException:
-            heartbeat.stop()
-            raise
-    crash_point("compaction.after_inflight")
-    return inflight, heartbeat
 
 
 def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[FileSlice],

@@ -26,6 +26,11 @@ CRASH_POINTS: dict[str, str] = {
     "compaction.after_inflight": "a compaction is inflight, no base file is written yet",
     "compaction.before_commit": "a compaction's new base files exist, the completed commit does not",
     "compaction.after_commit": "a compaction's commit exists; its markers and heartbeat are not yet removed",
+    # clustering: storage/table_service/clustering/schedule.py and execute.py
+    "clustering.after_schedule": "a clustering plan is requested (<t>.replacecommit.requested), not executed",
+    "clustering.after_inflight": "a clustering is inflight, no new base file is written yet",
+    "clustering.before_commit": "a clustering's new file groups exist, the completed replacecommit does not",
+    "clustering.after_commit": "a clustering's replacecommit exists; its markers and heartbeat are not yet removed",
     # rollback of a failed write: storage/write/rollback.py
     "rollback.after_requested": "a rollback plan is requested; no file of the failed write is deleted yet",
     "rollback.after_inflight": "a rollback is inflight; no file of the failed write is deleted yet",

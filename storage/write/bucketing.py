@@ -53,10 +53,14 @@ def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, 
         return plan_new_file_groups(counts, sizing, avg)
     small: dict[str, list[SmallFile]] = {}
     if not is_mor:
-        # MOR inserts go to new file groups: an UPDATE bucket appends to logs, which SIMPLE indexes do not see
+        from storage.table_service.clustering.plan import pending_clustering_file_groups
+
+        # MOR inserts go to new file groups: an UPDATE bucket appends to logs, which SIMPLE indexes do not see.
+        # File groups a pending clustering rewrites take no inserts (they would be lost or conflict).
+        clustering = pending_clustering_file_groups(meta)
         for bf in fs_view.latest_base_files(sorted(profile.inserts)):
-            if bf.size < sizing.small_file_limit:
-                partition = _partition_of(meta.base_path, bf.path)
+            partition = _partition_of(meta.base_path, bf.path)
+            if bf.size < sizing.small_file_limit and (partition, bf.file_id) not in clustering:
                 small.setdefault(partition, []).append(SmallFile(partition, bf.file_id, bf.size))
     return plan_buckets(profile, small, sizing, avg)
 

@@ -79,6 +79,9 @@ def post_commit(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodie
     failures = fire_commit_callbacks(event)
     if event.action == Action.DELTA_COMMIT:
         _maybe_compact_inline(spark, meta, config)
+    from storage.table_service.clustering import maybe_cluster_after_commit
+
+    maybe_cluster_after_commit(spark, meta, config)
     # Hudi's postCommit order: inline table services, then auto clean, then auto archival
     from storage.table_service.table_services import run_post_commit_services
 

@@ -33,11 +33,15 @@ class RollbackRequest:
 def failed_writes(meta_client: HoodieTableMetaClient,
                   heartbeat: HeartbeatSettings | None = None) -> list[HoodieInstant]:
     """Pending commit/deltacommit/replacecommit instants whose writer no longer runs (and that no pending
-    rollback already targets: those are resumed instead)."""
+    rollback already targets: those are resumed instead); pending clusterings are not failed writes."""
+    from storage.table_service.clustering.plan import is_pending_clustering
+
     targeted = {target for _, target, _ in pending_rollbacks(meta_client)}
     pending = meta_client.timeline.pending().of_actions(Action.WRITE_ACTIONS)
+    # a pending clustering is a table service's plan, not a failed write: its next execution undoes a dead attempt
     return [i for i in pending if i.timestamp not in targeted
-            and not is_writer_alive(meta_client.storage, meta_client.meta_path, i.timestamp, heartbeat)]
+            and not is_writer_alive(meta_client.storage, meta_client.meta_path, i.timestamp, heartbeat)
+            and not (i.action == Action.REPLACE_COMMIT and is_pending_clustering(meta_client, i))]
 
 
 def pending_rollbacks(meta_client: HoodieTableMetaClient) -> list[tuple[HoodieInstant, str, dict]]:

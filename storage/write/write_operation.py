@@ -33,6 +33,7 @@ from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
+from storage.table_service.clustering.update_strategy import check_updates as check_clustering_updates
 from storage.table_service.table_services import validate_service_options
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
@@ -206,6 +207,7 @@ class WriteOperation:
                 raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
                                               "the index lookup matched it more than once")
             plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)
+            check_clustering_updates(meta, self.config, plan.update_bucket_of())
             yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn)
 
     def _rollback_failed_writes(self, meta: HoodieTableMetaClient, txn: TransactionManager) -> None:
