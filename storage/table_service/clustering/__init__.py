@@ -26,22 +26,30 @@ from storage.config import HoodieConfig
 from storage.exception import HoodieClusteringError
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.clustering.execute import run_clustering
-from storage.table_service.clustering.plan import clustering_plan_of, pending_clustering_file_groups
+from storage.table_service.clustering.plan import (
+    clustering_plan_of,
+    pending_clustering_file_groups,
+    pending_clustering_plans,
+)
 from storage.table_service.clustering.schedule import schedule_clustering, should_schedule
-from storage.table_service.service_table import service_meta_client
 from storage.timeline.instant import Action
 
 __all__ = ["schedule_clustering", "run_clustering", "show_clustering", "maybe_cluster_after_commit",
-           "pending_clustering_file_groups", "wait_for_async_clustering"]
+           "pending_clustering_file_groups", "pending_clustering_plans_of", "wait_for_async_clustering"]
+
+
+def pending_clustering_plans_of(table: HoodieTableMetaClient | str) -> dict[str, dict[str, Any]]:
+    """Instant time -> plan of every pending clustering of `table`."""
+    meta = table.reload() if isinstance(table, HoodieTableMetaClient) else HoodieTableMetaClient.load(table)
+    return pending_clustering_plans(meta)
 
 log = logging.getLogger(__name__)
 
 
-def show_clustering(table: HoodieTableMetaClient | str, limit: int | None = None,
-                    spark=None) -> list[dict[str, Any]]:
+def show_clustering(table: HoodieTableMetaClient | str, limit: int | None = None) -> list[dict[str, Any]]:
     """One dict per clustering on the active timeline, newest first: timestamp, input_group_size, state,
     involved_partitions."""
-    meta = service_meta_client(table, "show clustering", spark)
+    meta = table.reload() if isinstance(table, HoodieTableMetaClient) else HoodieTableMetaClient.load(table)
     out = []
     for instant in reversed(list(meta.timeline.of_actions([Action.REPLACE_COMMIT, Action.CLUSTERING]))):
         plan = clustering_plan_of(meta, instant)
