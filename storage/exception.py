@@ -148,3 +148,8 @@ class HoodieSavepointError(HoodieTableServiceError):
 
 class HoodieRestoreError(HoodieTableServiceError):
     """A restore cannot run (no such savepoint or instant, the instant was archived)."""
+
+
+class HoodieClusteringError(HoodieTableServiceError):
+    """A clustering cannot be planned or run as configured (an unknown sort column, a sort column of a type the
+    layout strategy cannot order); names the column or key."""
