@@ -59,7 +59,6 @@ _ALL_ONES = _U64(0xFFFF_FFFF_FFFF_FFFF)
 _SIGN_64 = _U64(1 << 63)
 _LONG_MAX = _U64((1 << 63) - 1)
 _MILLIS_PER_DAY = 86_400_000
-# Rows per block in the Hilbert transform: keeps its ~10 working arrays in the CPU cache.
 _HILBERT_BLOCK_ROWS = 1 << 15
 
 
@@ -320,37 +319,57 @@ def hilbert_column_longs(array: pa.Array, name: str = "") -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------- curves
+#
+# A key is held as a list of uint64 word arrays, most significant word first (one array per word, each over all
+# rows): comparing keys as unsigned byte strings is comparing these words in turn.
 
 def _spread_table(dimensions: int) -> np.ndarray:
-    """For each byte value: its 8 bits placed every `dimensions` bits, MSB first, in an 8*dimensions-bit word."""
+    """For each byte value: its 8 bits placed every `dimensions` bits, MSB first, in an 8*dimensions-bit chunk."""
     table = np.zeros(256, dtype=_U64)
     width = 8 * dimensions
     values = np.arange(256, dtype=_U64)
-    for j in range(8):  # bit j from the top of the byte lands at position j*dimensions from the top of the word
+    for j in range(8):  # bit j from the top of the byte lands at position j*dimensions from the top of the chunk
         table |= ((values >> _U64(7 - j)) & _U64(1)) << _U64(width - 1 - j * dimensions)
     return table
 
 
-def interleave_bits(columns: list[np.ndarray]) -> np.ndarray:
-    """`BinaryUtil.interleaving` of 8-byte big-endian values: bit k of every column in turn, k from the top.
-    Returns a (rows, 8 * len(columns)) uint8 matrix of big-endian keys."""
+def _interleave_words(columns: list[np.ndarray]) -> list[np.ndarray]:
+    """`BinaryUtil.interleaving` of 64-bit values: bit k of every column in turn, k from the top; n words."""
     n = len(columns)
-    rows = len(columns[0]) if columns else 0
-    out = np.zeros((rows, 8 * n), dtype=np.uint8)
-    if n <= 8:
-        spread = _spread_table(n)
-        for b in range(8):  # byte b of every column makes output bytes [b*n, (b+1)*n)
-            chunk = np.zeros(rows, dtype=_U64)
+    rows = len(columns[0])
+    words = [np.zeros(rows, dtype=_U64) for _ in range(n)]
+    if n > 8:  # a byte's spread no longer fits a word: place bit by bit
+        for k in range(64):
             for i, column in enumerate(columns):
-                chunk |= spread[((column >> _U64(56 - 8 * b)) & _U64(0xFF)).astype(np.intp)] >> _U64(i)
-            out[:, b * n:(b + 1) * n] = chunk.astype(">u8").view(np.uint8).reshape(rows, 8)[:, 8 - n:]
-        return out
-    words = np.zeros((rows, n), dtype=_U64)  # n 64-bit words = 64*n bits
-    for k in range(64):
-        for i, column in enumerate(columns):
-            p = k * n + i
-            words[:, p // 64] |= ((column >> _U64(63 - k)) & _U64(1)) << _U64(63 - p % 64)
-    return words.astype(">u8").view(np.uint8).reshape(rows, 8 * n)
+                p = k * n + i
+                words[p // 64] |= ((column >> _U64(63 - k)) & _U64(1)) << _U64(63 - p % 64)
+        return words
+    spread = _spread_table(n)
+    width = 8 * n
+    for b in range(8):  # byte b of every column makes the 8n-bit chunk at bit offset 8bn
+        chunk = spread[(columns[0] >> _U64(56 - 8 * b)).astype(np.uint8)]
+        for i in range(1, n):
+            chunk |= spread[(columns[i] >> _U64(56 - 8 * b)).astype(np.uint8)] >> _U64(i)
+        w, r = divmod(8 * b * n, 64)
+        if r + width <= 64:
+            words[w] |= chunk << _U64(64 - r - width) if r + width < 64 else chunk
+        else:  # the chunk straddles two words
+            words[w] |= chunk >> _U64(r + width - 64)
+            words[w + 1] |= chunk << _U64(128 - r - width)
+    return words
+
+
+def _words_to_bytes(words: list[np.ndarray]) -> np.ndarray:
+    """(rows, 8 * len(words)) uint8 matrix of the big-endian keys."""
+    return np.stack(words, axis=1).astype(">u8").view(np.uint8)
+
+
+def _bytes_to_words(keys: np.ndarray) -> list[np.ndarray]:
+    rows, width = keys.shape
+    if width % 8:
+        keys = np.concatenate([keys, np.zeros((rows, 8 - width % 8), np.uint8)], axis=1)
+    matrix = np.ascontiguousarray(keys).view(">u8").astype(_U64)
+    return [matrix[:, w] for w in range(matrix.shape[1])]
 
 
 def _hilbert_transpose(x: list[np.ndarray], bits: int) -> None:
@@ -378,15 +397,28 @@ def _hilbert_transpose(x: list[np.ndarray], bits: int) -> None:
         x[i] ^= t
 
 
-def _shift_right_bits(keys: np.ndarray, count: int) -> np.ndarray:
-    """Shift big-endian byte rows right by `count` bits (same width)."""
-    whole, part = divmod(count, 8)
-    if whole:
-        keys = np.concatenate([np.zeros((keys.shape[0], whole), np.uint8), keys[:, :keys.shape[1] - whole]], axis=1)
-    if part:
-        high = np.concatenate([np.zeros((keys.shape[0], 1), np.uint8), keys[:, :-1]], axis=1)
-        keys = (keys >> np.uint8(part)) | (high << np.uint8(8 - part))
-    return keys
+def _hilbert_words(points: list[np.ndarray]) -> list[np.ndarray]:
+    """The Hilbert index (63 bits per dimension) of each point, shifted up by n bits to fill n whole words: the
+    index interleaves bits 62..0 of the transposed coordinates, which is interleaving them shifted up one bit."""
+    rows, n = len(points[0]), len(points)
+    low = _U64((1 << HILBERT_BITS) - 1)
+    blocks = []
+    for start in range(0, rows, _HILBERT_BLOCK_ROWS):  # blocks keep the ~10 working arrays in the CPU cache
+        block = [p[start:start + _HILBERT_BLOCK_ROWS] & low for p in points]
+        _hilbert_transpose(block, HILBERT_BITS)
+        blocks.append(_interleave_words([b << _U64(1) for b in block]))
+    if not blocks:
+        return [np.zeros(0, dtype=_U64) for _ in range(n)]
+    return [np.concatenate([block[w] for block in blocks]) for w in range(n)]
+
+
+def _shift_words_right(words: list[np.ndarray], count: int) -> list[np.ndarray]:
+    whole, part = divmod(count, 64)
+    zero = np.zeros_like(words[0])
+    shifted = [zero] * whole + words[:len(words) - whole]
+    if not part:
+        return shifted
+    return [(w >> _U64(part)) | ((shifted[j - 1] << _U64(64 - part)) if j else zero) for j, w in enumerate(shifted)]
 
 
 def _hudi_index_bytes(index: np.ndarray) -> np.ndarray:
@@ -403,30 +435,24 @@ def _hudi_index_bytes(index: np.ndarray) -> np.ndarray:
     return full[np.arange(rows)[:, None], start[:, None] + np.arange(HILBERT_KEY_BYTES)]
 
 
-def hilbert_index_bytes(points: list[np.ndarray]) -> np.ndarray:
-    """Hudi's Hilbert key (63 bytes per row) of n-dimensional points given as Java longs (uint64 bits)."""
-    rows = len(points[0])
-    n = len(points)
-    low = _U64((1 << HILBERT_BITS) - 1)
-    keys = []
-    for start in range(0, max(rows, 1), _HILBERT_BLOCK_ROWS):
-        block = [p[start:start + _HILBERT_BLOCK_ROWS] & low for p in points]
-        _hilbert_transpose(block, HILBERT_BITS)
-        # The index interleaves bits 62..0 of the transposed coordinates: interleave them shifted up one bit,
-        # then drop the n zero bits that shift left at the bottom.
-        interleaved = interleave_bits([b << _U64(1) for b in block])
-        keys.append(_hudi_index_bytes(_shift_right_bits(interleaved, n)))
-    return np.concatenate(keys, axis=0)[:rows] if keys else np.zeros((0, HILBERT_KEY_BYTES), np.uint8)
+def _hilbert_key_bytes(words: list[np.ndarray]) -> np.ndarray:
+    """Hudi's 63-byte Hilbert keys from `_hilbert_words`."""
+    n = len(words)
+    index = _words_to_bytes(_shift_words_right(words, n))  # 8n bytes holding the 63n-bit index
+    if 63 * n < 8 * HILBERT_KEY_BYTES - 1:  # up to 7 columns the index always fits: zeros in front
+        rows = index.shape[0]
+        return np.concatenate([np.zeros((rows, HILBERT_KEY_BYTES - index.shape[1]), np.uint8), index], axis=1)
+    return _hudi_index_bytes(index)
 
 
-def _curve_key_matrix(table: pa.Table, columns: list[str], strategy: LayoutOptimizationStrategy) -> np.ndarray:
+def _curve_words(table: pa.Table, columns: list[str], strategy: LayoutOptimizationStrategy) -> list[np.ndarray]:
+    """Z-order keys, or `_hilbert_words`, as words."""
     positions = _hudi_dimension_order(_resolve_columns(table, columns))
-    arrays = [_column(table, p) for p in positions]
-    names = [table.schema.names[p] for p in positions]
+    arrays = [(_column(table, p), table.schema.names[p]) for p in positions]
     if strategy is LayoutOptimizationStrategy.ZORDER:
-        return interleave_bits([zorder_column_bits(a, name) for a, name in zip(arrays, names)])
+        return _interleave_words([zorder_column_bits(a, name) for a, name in arrays])
     if strategy is LayoutOptimizationStrategy.HILBERT:
-        return hilbert_index_bytes([hilbert_column_longs(a, name) for a, name in zip(arrays, names)])
+        return _hilbert_words([hilbert_column_longs(a, name) for a, name in arrays])
     raise HoodieClusteringError(f"{LAYOUT_OPTIMIZE_STRATEGY_KEY}={strategy.value} orders rows lexicographically "
                                 "and has no curve key; use sort_indices")
 
@@ -436,29 +462,46 @@ def curve_keys(table: pa.Table, columns: list[str],
     """The curve index of every row, as Hudi's DIRECT build method computes it (see the module docstring).
 
     Z-order keys have 8 bytes per sort column, Hilbert keys 63 bytes; both compare as unsigned byte strings (Hudi's
-    `ByteArraySorting`). Hilbert needs two or more columns in Hudi; with one column the key is that column's
-    63-bit value (a one-dimensional curve). Raises `HoodieClusteringError` for LINEAR, unknown columns and
-    unsupported types.
+    `ByteArraySorting`). Hudi builds a Hilbert curve for two or more columns only; with one column the key is
+    that column's 63-bit value (the one-dimensional curve). Raises `HoodieClusteringError` for LINEAR, unknown
+    columns and unsupported types.
     """
     strategy = LayoutOptimizationStrategy.of(strategy)
-    keys = _curve_key_matrix(table, columns, strategy)
+    words = _curve_words(table, columns, strategy)
+    keys = _words_to_bytes(words) if strategy is LayoutOptimizationStrategy.ZORDER else _hilbert_key_bytes(words)
     rows, width = keys.shape
     return pa.FixedSizeBinaryArray.from_buffers(pa.binary(width), rows, [None, pa.py_buffer(np.ascontiguousarray(keys))])
 
 
-def _order_of_keys(keys: np.ndarray) -> np.ndarray:
-    """Stable row order of big-endian byte keys: compare them as 64-bit words, dropping words equal in all rows."""
-    rows, width = keys.shape
-    pad = (-width) % 8
-    if pad:
-        keys = np.concatenate([keys, np.zeros((rows, pad), np.uint8)], axis=1)
-    words = np.ascontiguousarray(keys).view(">u8").astype(_U64)
-    varying = [w for w in range(words.shape[1]) if rows and (words[:, w] != words[0, w]).any()]
-    if not varying:
+def _order_of_words(words: list[np.ndarray]) -> np.ndarray:
+    """Stable ascending order of keys given as words: sort by the first word that varies, then settle the rows
+    whose first word ties by the remaining words (few rows, unless the data has many duplicates)."""
+    rows = len(words[0])
+    words = [w for w in words if rows and w.min() != w.max()]  # a word equal in every row decides nothing
+    if not words:
         return np.arange(rows, dtype=np.int64)
-    if len(varying) == 1:
-        return np.argsort(words[:, varying[0]], kind="stable").astype(np.int64)
-    return np.lexsort([words[:, w] for w in reversed(varying)]).astype(np.int64)
+    order = np.argsort(words[0], kind="stable")
+    if len(words) == 1:
+        return order
+    primary = words[0][order]
+    equal_next = primary[1:] == primary[:-1]
+    tied = np.zeros(len(order), dtype=bool)
+    tied[:-1] |= equal_next
+    tied[1:] |= equal_next
+    slots = np.flatnonzero(tied)
+    if slots.size:
+        run = np.cumsum(np.concatenate([[0], primary[slots[1:]] != primary[slots[:-1]]]))
+        tied_rows = order[slots]
+        inner = np.lexsort([w[tied_rows] for w in reversed(words[1:])] + [run])
+        order[slots] = tied_rows[inner]
+    return order
+
+
+def _curve_order(table: pa.Table, columns: list[str], strategy: LayoutOptimizationStrategy) -> np.ndarray:
+    words = _curve_words(table, columns, strategy)
+    if strategy is LayoutOptimizationStrategy.HILBERT and 63 * len(words) >= 8 * HILBERT_KEY_BYTES - 1:
+        words = _bytes_to_words(_hilbert_key_bytes(words))  # Hudi cut these keys; order by what it kept
+    return _order_of_words(words).astype(np.int64, copy=False)
 
 
 def _linear_order(table: pa.Table, positions: list[int]) -> pa.Array:
@@ -490,4 +533,4 @@ def sort_indices(table: pa.Table, columns: list[str], strategy: LayoutOptimizati
     if strategy is LayoutOptimizationStrategy.LINEAR or len(positions) == 1:
         order = _linear_order(table, positions)
         return order.cast(pa.int64()) if order.type != pa.int64() else order
-    return pa.array(_order_of_keys(_curve_key_matrix(table, columns, strategy)), pa.int64())
+    return pa.array(_curve_order(table, columns, strategy), pa.int64())

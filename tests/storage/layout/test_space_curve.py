@@ -286,6 +286,24 @@ def test_sliced_chunked_and_dictionary_columns(table):
     assert curve_keys(encoded, ["s", "f64"], Z).to_pylist() == ref_keys(table, ["s", "f64"], Z)
 
 
+@pytest.mark.parametrize("columns", [["i64", "f64"], ["b", "i8", "s"], ["b", "i8"], None])
+def test_curve_order_is_the_stable_order_of_the_keys(table, columns):
+    """sort_indices orders by the keys (first word, then ties by the rest) and keeps row order among equal keys."""
+    columns = columns or table.schema.names[:9]
+    repeated = pa.concat_tables([table, table.slice(0, 50), table])  # equal keys, first words tied
+    for strategy in (Z, H):
+        keys = curve_keys(repeated, columns, strategy).to_pylist()
+        expected = sorted(range(len(keys)), key=lambda r: (keys[r], r))
+        assert sort_indices(repeated, columns, strategy).to_pylist() == expected
+
+
+def test_empty_table():
+    empty = pa.table({"a": pa.array([], pa.int64()), "b": pa.array([], pa.string())})
+    for strategy in (L, Z, H):
+        assert sort_indices(empty, ["a", "b"], strategy).to_pylist() == []
+    assert curve_keys(empty, ["a", "b"], H).type == pa.binary(63)
+
+
 def test_column_mappings_equal_reference(table):
     for name in table.schema.names:
         kind = _kind(table.schema.field(name).type)
