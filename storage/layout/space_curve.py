@@ -151,6 +151,8 @@ def _column(table: pa.Table, position: int) -> pa.Array:
         array = array.cast(pa.large_string())
     elif getattr(pa.types, "is_binary_view", bool)(t) or pa.types.is_fixed_size_binary(t):
         array = array.cast(pa.large_binary())
+    elif pa.types.is_float16(t):  # exact in float32, and Arrow sorts no half floats
+        array = array.cast(pa.float32())
     return array
 
 
@@ -203,9 +205,10 @@ def _floats(array: pa.Array) -> np.ndarray:
 def _first_8_bytes(array: pa.Array) -> np.ndarray:
     """`BinaryUtil.paddingTo8Byte` of each value's bytes read as a big-endian unsigned number: the first 8 bytes,
     zero-padded on the left when shorter, i.e. the numeric value of the first min(len, 8) bytes."""
-    if _is_string(array.type):
-        array = array.cast(pa.large_string() if pa.types.is_large_string(array.type) else pa.string())
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         array = array.view(pa.large_binary() if pa.types.is_large_string(array.type) else pa.binary())
+    elif not (pa.types.is_binary(array.type) or pa.types.is_large_binary(array.type)):  # views, fixed size
+        array = array.cast(pa.large_binary())
     n = len(array)
     offset_type = np.int64 if pa.types.is_large_binary(array.type) else np.int32
     _, offsets_buffer, data_buffer = array.buffers()

@@ -40,7 +40,7 @@ Z, H, L = LayoutOptimizationStrategy.ZORDER, LayoutOptimizationStrategy.HILBERT,
 def _kind(t: pa.DataType) -> str:
     if pa.types.is_dictionary(t):
         return _kind(t.value_type)
-    for test, kind in ((pa.types.is_int8, "byte"), (pa.types.is_int16, "short"), (pa.types.is_int32, "int"),
+    for test, kind in ((pa.types.is_int8, "byte"), (pa.types.is_int16, "short"), (pa.types.is_int32, "int"), (pa.types.is_uint16, "int"),
                        (pa.types.is_int64, "long"), (pa.types.is_float32, "float"), (pa.types.is_float64, "double"),
                        (pa.types.is_decimal, "decimal"), (pa.types.is_boolean, "boolean"),
                        (pa.types.is_date32, "date"), (pa.types.is_timestamp, "timestamp"),
@@ -235,6 +235,9 @@ def random_table(rows: int = 240, seed: int = 7) -> pa.Table:
         "b": pa.array(_with_nulls(rng, [bool(v) for v in rng.integers(0, 2, rows)]), pa.bool_()),
         "bin": pa.array(_with_nulls(rng, blobs), pa.binary()),
         "tsz": pa.array(_with_nulls(rng, [int(v) // 1000 for v in micros[::-1]]), pa.timestamp("ms", tz="Asia/Tokyo")),
+        "d256": pa.array(_with_nulls(rng, [d * 10**20 for d in decimals]), pa.decimal256(45, 3)),
+        "fsb": pa.array(_with_nulls(rng, [b[:2].ljust(2, b"-") * 5 for b in blobs]), pa.binary(10)),
+        "u16": pa.array(_with_nulls(rng, [int(v) for v in rng.integers(0, 2**16, rows)]), pa.uint16()),
     })
 
 
@@ -248,7 +251,7 @@ def table() -> pa.Table:
 @pytest.mark.parametrize("strategy", [Z, H], ids=["zorder", "hilbert"])
 @pytest.mark.parametrize("columns", [
     ["i64", "f64"], ["s", "i32"], ["d", "ts", "s"], ["i16", "i8", "f32"], ["dec", "b", "bin"], ["tsz", "f64"],
-    ["f64", "i64"],
+    ["f64", "i64"], ["d256", "fsb", "u16"],
 ], ids=lambda cs: "-".join(cs))
 def test_keys_equal_the_scalar_reference(table, columns, strategy):
     keys = curve_keys(table, columns, strategy)
@@ -284,6 +287,18 @@ def test_sliced_chunked_and_dictionary_columns(table):
     assert curve_keys(chunked, ["s", "f64"], H).to_pylist() == ref_keys(table, ["s", "f64"], H)
     encoded = table.set_column(3, "s", table.column("s").dictionary_encode())
     assert curve_keys(encoded, ["s", "f64"], Z).to_pylist() == ref_keys(table, ["s", "f64"], Z)
+    viewed = table.set_column(3, "s", table.column("s").cast(pa.string_view()))
+    assert curve_keys(viewed, ["s", "f64"], H).to_pylist() == ref_keys(table, ["s", "f64"], H)
+    large = table.set_column(3, "s", table.column("s").cast(pa.large_string()))
+    assert curve_keys(large, ["s", "f64"], Z).to_pylist() == ref_keys(table, ["s", "f64"], Z)
+
+
+def test_linear_sorts_every_supported_type(table):
+    halves = pa.table({"h": pa.array([1.5, None, -2.0, float("nan")], pa.float16()), "k": [1, 2, 3, 4]})
+    assert sort_indices(halves, ["h", "k"], L).to_pylist() == [1, 2, 0, 3]
+    for name in table.schema.names:
+        order = sort_indices(table, [name], L).to_pylist()
+        assert sorted(order) == list(range(table.num_rows)), name
 
 
 @pytest.mark.parametrize("columns", [["i64", "f64"], ["b", "i8", "s"], ["b", "i8"], None])
