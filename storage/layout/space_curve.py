@@ -25,9 +25,16 @@ What is reproduced from Hudi (hudi-common `BinaryUtil`, hudi-spark-client `Space
   the column count), not the order the columns are listed in. Pass the table with the full record schema (meta
   fields first) to get Hudi's exact dimension order.
 
-Achieved: byte-identical keys to Hudi for every supported type (assuming a UTC JVM for dates: Hudi takes a date's
-local midnight in the JVM's time zone, which only shifts all keys of a date column together, so the ordering is
-the same in any zone). Equal keys are ordered by row position (Hudi's Spark sort does not promise any order).
+Achieved: byte-identical keys to Hudi for every supported type, with two calendar caveats that change keys but
+not their order: Hudi takes a date's midnight in the JVM's time zone (here UTC; another zone shifts every key of a
+date column alike), and Spark rebases dates and timestamps before 1582-10-15 to the Julian calendar for
+`java.sql.Date` / `Timestamp` (not done here; the rebase is monotone). So the row order is Hudi's in every case;
+rows with equal keys keep their table order (Hudi's Spark sort leaves that order open).
+
+Where this differs from Hudi on purpose: an unknown sort column is an error (Hudi logs it and leaves the rows
+unsorted), and a column listed twice is an error for every strategy (Hudi fails on it for the curves only).
+With one sort column Hudi skips the curve and range-partitions by the column, i.e. the linear order:
+`sort_indices` does the same.
 
 Spark types map from Arrow as Spark reads Parquet: int8 = ByteType, int16 / uint8 = ShortType, int32 / uint16 =
 IntegerType, int64 / uint32 = LongType, uint64 = DecimalType(20, 0), float16 / float32 = FloatType, float64 =
@@ -38,6 +45,7 @@ decoded first. Anything else (struct, list, map, time, duration, null) is reject
 from __future__ import annotations
 
 import logging
+import time
 from enum import Enum
 
 import numpy as np
@@ -52,13 +60,12 @@ LAYOUT_OPTIMIZE_STRATEGY_KEY = "hoodie.layout.optimize.strategy"
 # The davidmoten curve Hudi builds: HilbertCurve.bits(63).dimensions(n); indexes padded to 63 bytes.
 HILBERT_BITS = 63
 HILBERT_KEY_BYTES = 63
-ZORDER_BYTES_PER_COLUMN = 8
 
 _U64 = np.uint64
-_ALL_ONES = _U64(0xFFFF_FFFF_FFFF_FFFF)
 _SIGN_64 = _U64(1 << 63)
 _LONG_MAX = _U64((1 << 63) - 1)
 _MILLIS_PER_DAY = 86_400_000
+# Rows per block of the Hilbert transform, so that its working arrays stay in the CPU cache.
 _HILBERT_BLOCK_ROWS = 1 << 15
 
 
@@ -535,13 +542,20 @@ def sort_indices(table: pa.Table, columns: list[str], strategy: LayoutOptimizati
     """Row order (int64 indices into `table`) that clustering writes the rows in.
 
     LINEAR: lexicographic by the columns in the listed order, ascending, nulls first and NaN after +inf (Spark's
-    `sort`, which Hudi's `RowCustomColumnsSortPartitioner` uses). ZORDER / HILBERT: ascending curve key; with a single
-    sort column Hudi skips the curve and range-partitions by the column, which is the LINEAR order. Ties keep the
-    table's row order.
+    `sort`, which Hudi's `RowCustomColumnsSortPartitioner` uses; Hudi also puts `_hoodie_partition_path` first,
+    one value within a clustering group, and with `hoodie.bulkinsert.sort.suffix.record_key=true` (default false)
+    the record key last: add those columns to `columns` to have them). ZORDER / HILBERT: ascending curve key;
+    with a single sort column Hudi skips the curve and range-partitions by the column, which is the LINEAR order.
+    Ties keep the table's row order.
     """
     strategy = LayoutOptimizationStrategy.of(strategy)
     positions = _resolve_columns(table, columns)
+    started = time.perf_counter()
     if strategy is LayoutOptimizationStrategy.LINEAR or len(positions) == 1:
         order = _linear_order(table, positions)
-        return order.cast(pa.int64()) if order.type != pa.int64() else order
-    return pa.array(_curve_order(table, columns, strategy), pa.int64())
+        order = order.cast(pa.int64()) if order.type != pa.int64() else order
+    else:
+        order = pa.array(_curve_order(table, columns, strategy), pa.int64())
+    log.debug("%s order of %d rows by %s in %.3f s", strategy.value, table.num_rows, ", ".join(columns),
+              time.perf_counter() - started)
+    return order
