@@ -125,8 +125,6 @@ def _is_binary(t: pa.DataType) -> bool:
 
 def _resolve_columns(table: pa.Table, columns: list[str]) -> list[int]:
     """Schema positions of the sort columns; unknown names are an error naming what is there."""
-    if isinstance(columns, str):
-        columns = [columns]
     if not columns:
         raise HoodieClusteringError("no sort columns given (hoodie.clustering.plan.strategy.sort.columns is empty)")
     names = table.schema.names
@@ -134,7 +132,7 @@ def _resolve_columns(table: pa.Table, columns: list[str]) -> list[int]:
     if missing:
         raise HoodieClusteringError(f"sort column(s) {', '.join(map(repr, missing))} not in the data; "
                                     f"available columns: {', '.join(names)}")
-    duplicated = sorted({c for c in columns if list(columns).count(c) > 1})
+    duplicated = sorted({c for c in columns if columns.count(c) > 1})
     if duplicated:
         raise HoodieClusteringError(f"sort column(s) {', '.join(map(repr, duplicated))} listed more than once")
     positions = [names.index(c) for c in columns]
@@ -485,6 +483,7 @@ def curve_keys(table: pa.Table, columns: list[str],
     columns and unsupported types.
     """
     strategy = LayoutOptimizationStrategy.of(strategy)
+    columns = [columns] if isinstance(columns, str) else list(columns)
     words = _curve_words(table, columns, strategy)
     keys = _words_to_bytes(words) if strategy is LayoutOptimizationStrategy.ZORDER else _hilbert_key_bytes(words)
     rows, width = keys.shape
@@ -549,6 +548,7 @@ def sort_indices(table: pa.Table, columns: list[str], strategy: LayoutOptimizati
     Ties keep the table's row order.
     """
     strategy = LayoutOptimizationStrategy.of(strategy)
+    columns = [columns] if isinstance(columns, str) else list(columns)
     positions = _resolve_columns(table, columns)
     started = time.perf_counter()
     if strategy is LayoutOptimizationStrategy.LINEAR or len(positions) == 1:
