@@ -130,6 +130,15 @@ _SERVICE_SCENARIOS = {
                         recovered=_RESTORED),
 }
 
+# clustering of a merge-on-read table whose slices have logs (the rows must not change at any point)
+_CLUSTER = ("from storage.table_service.clustering import schedule_clustering, run_clustering\n"
+            "t = schedule_clustering(path, {'hoodie.clustering.plan.strategy.sort.columns': 'ts,id'}, spark)\n"
+            "run_clustering(spark, path, [t])")
+# run again: the plan (requested, or inflight with a dead executor) completes; exactly one CLUSTER replacecommit
+_CLUSTER_RERUN = ("from storage.table_service.clustering import run_clustering, show_clustering\n"
+                  "run_clustering(spark, path)\n"
+                  "assert [r['state'] for r in show_clustering(path)] == ['COMPLETED'], show_clustering(path)")
+
 # phase -> point -> scenarios (points not listed use the phase's "*" entry)
 SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
     "write": {
@@ -140,6 +149,10 @@ SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
     "compaction": {
         "*": [Scenario("compaction_mor", True, ((SEED, "upsert"), (UPDATE, "upsert")), _COMPACT_CHILD,
                        recover="compaction")],
+    },
+    "clustering": {
+        "*": [Scenario("clustering_mor", True, ((SEED, "upsert"), (UPDATE, "upsert"), (DELETE, "delete")), _CLUSTER,
+                       rerun=_CLUSTER_RERUN)],
     },
     "rollback": {
         # a writer died before its commit; the child's write starts by rolling it back, and dies in the rollback

@@ -85,7 +85,8 @@ def _assert_settled(path: str) -> None:
 
 def test_every_point_is_declared_once_by_phase():
     assert sum(len(p) for p in points_by_phase().values()) == len(CRASH_POINTS)
-    assert {"write", "compaction", "rollback", "clean", "archive", "savepoint", "restore"} <= set(points_by_phase())
+    assert {"write", "compaction", "clustering", "rollback", "clean", "archive", "savepoint",
+            "restore"} <= set(points_by_phase())
 
 
 @pytest.mark.parametrize("point, scenario, missing", _cases())
