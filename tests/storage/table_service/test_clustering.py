@@ -191,3 +191,53 @@ def test_inline_clustering_every_n_commits(spark, tmp_path):
     assert len(replaces) == 1  # after the third commit; the fourth starts counting again
     assert ours(spark, path) == expected(state) == theirs(path)
     assert _file_groups(path) == 4  # 2 clustered + 2 of the fourth commit
+
+
+def test_incremental_reads_clean_and_async_clustering(spark, tmp_path):
+    """Clustered rows keep their commit times, so an incremental read across the clustering returns only what
+    writes changed; the cleaner removes the replaced file groups once outside retention; async clustering runs in a
+    background thread of the writer."""
+    from storage.table_service.clean import run_clean
+    from storage.table_service.clustering import wait_for_async_clustering
+
+    path = tmp_path / "cl_incr"
+    opts, state = _small_file_table(spark, path, "MERGE_ON_READ", commits=4)
+    last_write = HoodieTableMetaClient.load(str(path)).timeline.completed().last().timestamp
+    instant = schedule_clustering(str(path), SORTED)
+    run_clustering(spark, str(path))
+    write(spark, path, [(1, "after", 70, "p1")], opts)
+    apply_batch(state, [(1, "after", 70, "p1")], ordering=2)
+    incr = spark.read.format("hudi").option("hoodie.datasource.query.type", "incremental") \
+        .option("hoodie.datasource.read.begin.instanttime", last_write).load(str(path))
+    assert [(r.id, r.name) for r in incr.collect()] == [(1, "after")]
+    meta = HoodieTableMetaClient.load(str(path))
+    replaced = meta.active_timeline.commit_metadata(meta.timeline.find(instant)).replaced_file_ids()
+    assert len(replaced) == 8
+    run_clean(spark, str(path), {"hoodie.cleaner.commits.retained": "1"})
+    left = {os.path.basename(f) for f in data_files(path)}
+    assert not [n for n in left if any(fid in n for _, fid in replaced)], "replaced file groups must be cleaned"
+    assert ours(spark, path) == expected(state) == theirs(path)
+
+    async_opts = {**opts, "hoodie.clustering.async.enabled": "true", "hoodie.clustering.async.max.commits": "2",
+                  **SORTED}
+    for n in range(2):
+        data = [(900 + n * 10 + i, "a", i, f"p{i % 2}") for i in range(4)]
+        write(spark, path, data, async_opts, "bulk_insert")
+        apply_batch(state, data, ordering=2)
+    wait_for_async_clustering(str(path))
+    shown = show_clustering(str(path))
+    assert [r["state"] for r in shown] == ["COMPLETED", "COMPLETED"]
+    assert ours(spark, path) == expected(state) == theirs(path)
+
+
+def test_schedule_inline_only_plans(spark, tmp_path):
+    path = tmp_path / "cl_sched"
+    opts = options("cl_sched", **{"hoodie.clustering.schedule.inline": "true",
+                                  "hoodie.clustering.inline.max.commits": 2, **SORTED})
+    for n in range(2):
+        write(spark, path, [(n * 10 + i, "s", i, f"p{i % 2}") for i in range(4)], opts, "bulk_insert")
+    shown = show_clustering(str(path))
+    assert [r["state"] for r in shown] == ["REQUESTED"]
+    assert _file_groups(path) == 4  # planned, not executed
+    assert run_clustering(spark, str(path)) == [shown[0]["timestamp"]]
+    assert _file_groups(path) == 2
