@@ -392,7 +392,7 @@ class ClusteringConfigKeys:
     LAYOUT_OPTIMIZE_STRATEGY = _prop("hoodie.layout.optimize.strategy", "linear", str,
                                      doc="linear | z-order | hilbert: how rows are ordered by the sort columns")
     LAYOUT_CURVE_BUILD_METHOD = _prop("hoodie.layout.optimize.curve.build.method", "direct",
-                                      OneOf(("DIRECT", "SAMPLE")),
+                                      lambda v: OneOf(("DIRECT", "SAMPLE"))(v).lower(),
                                       doc="direct (values mapped to 64 bits); sample is accepted and runs direct")
 
 

@@ -73,3 +73,23 @@ def test_run_clustering_predicate_and_bad_input(hudi_sql, warehouse):
     ids = rows([{"id": x} for n in range(3) for x in (n, n + 10, n + 20)], ["id"])
     assert spark_rows(hudi_sql.sql("SELECT id FROM c"), ["id"]) == ids == \
         arrow_rows(hudi_rs_read(str(warehouse / "c")), ["id"])
+
+
+def test_pending_plans_then_run_without_op(hudi_sql):
+    """As Hudi's own procedure tests: plans scheduled one after another cover disjoint file groups; a CALL
+    without op executes every pending plan and schedules nothing new when nothing was written since."""
+    hudi_sql.sql("CREATE TABLE h (id INT, name STRING, price DOUBLE, ts BIGINT) USING hudi "
+                 "TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts', 'hoodie.parquet.small.file.limit' = '0')")
+    hudi_sql.sql("INSERT INTO h VALUES (1, 'a1', 10.0, 1000)")
+    hudi_sql.sql("INSERT INTO h VALUES (2, 'a2', 10.0, 1001)")
+    first = hudi_sql.sql("CALL run_clustering(table => 'h', op => 'schedule')").collect()
+    hudi_sql.sql("INSERT INTO h VALUES (3, 'a3', 10.0, 1002)")
+    second = hudi_sql.sql("CALL run_clustering(table => 'h', op => 'schedule')").collect()
+    assert [(r.input_group_size, r.state) for r in first + second] == [(1, "REQUESTED"), (1, "REQUESTED")]
+    shown = hudi_sql.sql("CALL show_clustering('h')").collect()
+    assert [r.timestamp for r in shown] == [second[0].timestamp, first[0].timestamp]
+    done = hudi_sql.sql("CALL run_clustering(table => 'h', order => 'ts')").collect()
+    assert sorted((r.timestamp, r.state) for r in done) == sorted(
+        [(first[0].timestamp, "COMPLETED"), (second[0].timestamp, "COMPLETED")])
+    assert [tuple(r) for r in hudi_sql.sql("SELECT id, name, price, ts FROM h ORDER BY id").collect()] == \
+        [(1, "a1", 10.0, 1000), (2, "a2", 10.0, 1001), (3, "a3", 10.0, 1002)]

@@ -95,12 +95,15 @@ def run_clustering(call, args):
     schedule, execute = _OPS[op]
     instants = [t.strip() for t in (args.get("instants") or "").split(",") if t.strip()]
     try:
-        targets = instants
-        if schedule:
-            scheduled = clustering.schedule_clustering(meta, options, call.spark)
+        scheduled = clustering.schedule_clustering(meta, options, call.spark) if schedule else None
+        if not execute:
             targets = [scheduled] if scheduled else []
-        elif not targets:
-            targets = sorted(clustering.pending_clustering_plans_of(meta))
+        else:  # as Hudi: every pending plan (the new one included), or those named by `instants`
+            pending = sorted(clustering.pending_clustering_plans_of(meta))
+            targets = [t for t in pending if t in set(instants)] if instants else pending
+            if instants and not schedule and len(targets) < len(set(instants)):
+                missing = sorted(set(instants) - set(targets))
+                raise call.error(f"no pending clustering {', '.join(missing)} (pending: {', '.join(pending) or 'none'})")
             if args.get("limit") is not None:
                 targets = targets[: max(args["limit"], 0)]
         if execute and targets:
