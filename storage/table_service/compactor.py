@@ -23,7 +23,6 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from storage.arrow_util import constant_array
-from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
 from storage.io.base_file_writer import bloom_options_of, write_base_file
@@ -38,8 +37,8 @@ from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteSt
 from storage.timeline.instant import Action
 from storage.write.handle import null_meta_fields, task_ids
 from storage.testing.crash_points import crash_point
-from storage.table_service.service_execution import start_execution
-from storage.write.markers import IOType, create_marker, delete_marker_dir, reconcile_against_markers
+from storage.table_service.service_execution import finish_execution, service_commit_metadata, start_execution
+from storage.write.markers import IOType, create_marker
 from storage.exception import HoodieCompactionExecutionError
 
 log = logging.getLogger(__name__)
@@ -159,18 +158,11 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
     try:
         stats = _run_tasks(spark, slices, ctx)
         crash_point("compaction.before_commit")
-        metadata = HoodieCommitMetadata(operationType=COMPACT_OPERATION, compacted=True)
-        metadata.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(ctx.schema, meta.table_config.name),
-                                                      separators=(",", ":"))
-        for stat in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
-            metadata.add_write_stat(stat)
-        reconcile_against_markers(meta.storage, meta.base_path, ctx.marker_dir, {s.path for s in stats if s.path})
+        metadata = service_commit_metadata(meta, COMPACT_OPERATION, stats, ctx.schema, ctx.marker_dir, compacted=True)
         timeline.transition_to_complete(inflight, metadata.to_json_bytes())
     finally:
         heartbeat.stop()
-    crash_point("compaction.after_commit")
-    delete_marker_dir(meta.storage, ctx.marker_dir)
-    meta.reload()
+    finish_execution(meta, "compaction", ctx.marker_dir)
     log.info("compaction %s of %s: %d file slices, %d records written", instant_time, meta.base_path,
              len(stats), sum(s.numWrites for s in stats))
     tally.report(f"compaction {instant_time} of {meta.base_path}")

@@ -7,14 +7,21 @@ from __future__ import annotations
 
 import logging
 
+import json
+
+import pyarrow as pa
+
+from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import HoodieConfig
 from storage.exception import HoodieError, HoodieHeartbeatError
 from storage.fs_utils import join_path
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.testing.crash_points import crash_point
+from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
 from storage.timeline.instant import HoodieInstant
 from storage.transaction.transaction_manager import TransactionManager
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings, is_writer_alive
-from storage.write.markers import delete_marker_dir, list_markers
+from storage.write.markers import delete_marker_dir, list_markers, reconcile_against_markers
 
 log = logging.getLogger(__name__)
 
@@ -57,3 +64,23 @@ def start_execution(meta: HoodieTableMetaClient, instant_time: str, action: str,
             heartbeat.stop()
             raise
     return inflight, heartbeat
+
+
+def service_commit_metadata(meta: HoodieTableMetaClient, operation: str, stats: list[HoodieWriteStat],
+                            schema: pa.Schema, marker_dir: str, **fields) -> HoodieCommitMetadata:
+    """The commit metadata a service publishes (its write stats in file-group order and the writer schema), after
+    removing the files of failed task attempts (reconcile against markers)."""
+    metadata = HoodieCommitMetadata(operationType=operation, **fields)
+    metadata.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(schema, meta.table_config.name),
+                                                  separators=(",", ":"))
+    for stat in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
+        metadata.add_write_stat(stat)
+    reconcile_against_markers(meta.storage, meta.base_path, marker_dir, {s.path for s in stats if s.path})
+    return metadata
+
+
+def finish_execution(meta: HoodieTableMetaClient, service: str, marker_dir: str) -> None:
+    """After the completed instant exists: its markers go (a crash before that leaves them to the next run)."""
+    crash_point(f"{service}.after_commit")
+    delete_marker_dir(meta.storage, marker_dir)
+    meta.reload()

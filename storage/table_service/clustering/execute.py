@@ -7,13 +7,11 @@ covers writes that completed while the tasks ran. An aborted clustering leaves t
 its instant are removed, and the next schedule plans again."""
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import ClusteringConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.exception import HoodieClusteringError
@@ -32,7 +30,7 @@ from storage.table_service.clustering.plan import (
     pending_clustering_plans,
     plan_file_groups,
 )
-from storage.table_service.service_execution import start_execution
+from storage.table_service.service_execution import finish_execution, service_commit_metadata, start_execution
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata
@@ -41,7 +39,7 @@ from storage.transaction.concurrent_operation import ConcurrentOperation
 from storage.transaction.conflict_resolution import TimelineSnapshot, candidate_instants
 from storage.transaction.transaction_manager import TransactionManager
 from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
-from storage.write.markers import delete_marker_dir, list_markers, reconcile_against_markers
+from storage.write.markers import delete_marker_dir, list_markers
 
 log = logging.getLogger(__name__)
 
@@ -146,25 +144,18 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
     try:
         stats = run_clustering_tasks(spark, groups, ctx)
         crash_point("clustering.before_commit")
-        metadata = HoodieCommitMetadata(operationType=CLUSTER_OPERATION)
-        metadata.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(schema, meta.table_config.name),
-                                                      separators=(",", ":"))
-        for stat in sorted(stats, key=lambda s: (s.partitionPath, s.fileId)):
-            metadata.add_write_stat(stat)
         replaced: dict[str, list[str]] = {}
         for p, f in plan_file_groups(plan):
             replaced.setdefault(p, []).append(f)
-        metadata.partitionToReplaceFileIds = replaced
-        reconcile_against_markers(meta.storage, meta.base_path, ctx.marker_dir, {s.path for s in stats if s.path})
+        metadata = service_commit_metadata(meta, CLUSTER_OPERATION, stats, schema, ctx.marker_dir,
+                                           partitionToReplaceFileIds=replaced)
         with TransactionManager.for_table(meta, config).transaction(f"commit clustering {instant_time}"):
             meta.reload()
             _check_conflicts(meta, instant_time, plan, snapshot)
             meta.active_timeline.transition_to_complete(inflight, metadata.to_json_bytes())
     finally:
         heartbeat.stop()
-    crash_point("clustering.after_commit")
-    delete_marker_dir(meta.storage, ctx.marker_dir)
-    meta.reload()
+    finish_execution(meta, "clustering", ctx.marker_dir)
     log.info("clustering %s of %s: %d file groups into %d files (%d records)", instant_time, meta.base_path,
              sum(len(s) for s, _ in groups), len(stats), sum(s.numWrites for s in stats))
     tally.report(f"clustering {instant_time} of {meta.base_path}")
