@@ -224,6 +224,7 @@ def run_ours(spark, workdir: str, table_type: str, cfg: W8Config, data: list[pa.
     cluster_seconds = time.perf_counter() - started
     after = query_ours(spark, path, qs, data, cfg.runs)
     return {"engine": f"ours/{table_type}", "setup_seconds": round(setup, 2), "optimize_seconds": round(cluster_seconds, 3),
+            "file_bytes_after": sorted(os.path.getsize(p) for p in latest_base_paths(path)),
             "before": before, "after": after}
 
 
