@@ -53,3 +53,26 @@ def test_bench_smoke(spark, tmp_path, capsys):
     assert set(saved["ratios"]["W5"]["ours_df/cow"]) == {"deltalake", "hudi_rs", "floor(pyarrow)"}
     assert set(saved["ratios"]["W5"]["ours_df/mor"]) == {"deltalake", "hudi_rs"}  # no pyarrow merge of logs
     assert "ours_df/cow" in capsys.readouterr().out
+
+
+def test_w8_smoke(spark, tmp_path):
+    """W8 tiny: a bulk insert and 3 small upserts (4 files) clustered into one; both queries find the rows the
+    data has (checked inside the run) and read no more files after than before; deltalake alongside."""
+    from bench import w8
+
+    cfg, out_dir = w8.parse(["--rows", "300", "--upserts", "3", "--batch", "50", "--runs", "1",
+                             "--out", str(tmp_path / "results")])
+    assert (cfg.rows, cfg.upserts, cfg.batch, cfg.strategy, cfg.types) == (300, 3, 50, "z-order", ("cow",))
+    doc = w8.run(cfg, spark, str(tmp_path / "w8"))
+    with open(w8.save(doc, out_dir)) as f:
+        saved = json.load(f)
+    ours, delta = saved["results"]
+    assert (ours["engine"], delta["engine"]) == ("ours/cow", "deltalake")
+    for r in (ours, delta):
+        assert r["optimize_seconds"] > 0
+        for q in ("range", "point"):
+            before, after = r["before"][q], r["after"][q]
+            assert before["files_total"] == 4 and after["files_total"] == 1, (r["engine"], q)
+            assert before["rows"] == after["rows"] and after["files_read"] <= before["files_read"]
+    assert ours["after"]["range"]["spark_files"] == 1
+    assert any("ours/cow" in line for line in w8.table_lines(saved))
