@@ -50,7 +50,7 @@ from storage.write.commit import (
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
-from storage.write.locate import is_global_index, tag_location, workload_profile
+from storage.write.locate import is_bucketed, is_global_index, tag_location, workload_profile
 from storage.write.markers import delete_marker_dir, reconcile_against_markers
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import BucketPlan, WorkloadProfile
@@ -198,9 +198,11 @@ class WriteOperation:
         fs_view = FileSystemView(meta)
         tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
                               prepared.partitions, sum(prepared.counts.values()))
-        # the index join feeds both the workload profile and the write tasks: computed once
-        with _persisted(tagged, op.uses_index) as tagged:
-            profile = workload_profile(tagged) if op in _PROFILED else None
+        # the index join feeds both the workload profile and the write tasks: computed once. A bucket index
+        # plans every operation from the profile (one file group per bucket)
+        bucketed = is_bucketed(tagged)
+        with _persisted(tagged, op.uses_index or bucketed) as tagged:
+            profile = workload_profile(tagged) if op in _PROFILED or bucketed else None
             if self.require_unique_keys and op is WriteOperationType.UPSERT \
                     and profile.written > sum(prepared.counts.values()):
                 raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
