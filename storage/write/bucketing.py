@@ -3,7 +3,7 @@ each record's bucket assigned in Spark. The sizing rules themselves are in `stor
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from storage.config import HoodieConfig
@@ -71,15 +71,17 @@ def _partition_of(base_path: str, file_path: str) -> str:
 
 
 def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
-                   placement_of_bucket: dict[int, int]) -> DataFrame:
+                   placement_of_bucket: dict[int, int], insert_position: Column | None = None) -> DataFrame:
     """`tagged` with each record's bucket placement key, computed in Spark (no Python round trip of the data):
     updates by their file group (a broadcast join with the update buckets), inserts by the record key's uniform
     hash within their partition's insert shares (a broadcast join on partition with the share's range; the last
-    share of a partition is open-ended). A bucket index layout maps each record by its bucket number."""
+    share of a partition is open-ended). `insert_position`: another position in [0, 1] than the key's hash
+    (GLOBAL_SORT: its rank by key). A bucket index layout maps each record by its bucket number."""
     by_number = plan.bucket_number_of()
     if by_number:
         return _assign_by_bucket_number(spark, tagged, by_number, placement_of_bucket)
-    u = (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
+    u = insert_position if insert_position is not None else \
+        (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
     out = tagged
     updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
     if updates:
