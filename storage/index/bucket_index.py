@@ -28,9 +28,15 @@ from pyspark.sql.types import StructType
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieIndexError
-from storage.index.bucket_identifier import bucket_id_of_file_id, bucket_ids
-from storage.index.hoodie_index import LOC_FILE_ID, LOC_PARTITION, HoodieIndex, KeyColumns, untagged
 from storage.fs_utils import relative_partition_path
+from storage.index.bucket_identifier import bucket_id_of_file_id, bucket_ids
+from storage.index.hoodie_index import (
+    LOC_FILE_ID,
+    LOC_PARTITION,
+    HoodieIndex,
+    KeyColumns,
+    untagged,
+)
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.file_slice import HoodieBaseFile
 
@@ -51,7 +57,7 @@ class BucketSpec:
     hash_fields: tuple[str, ...]
 
     @classmethod
-    def of(cls, config: HoodieConfig, record_key_fields: list[str]) -> "BucketSpec":
+    def of(cls, config: HoodieConfig, record_key_fields: list[str]) -> BucketSpec:
         engine = str(config.get(WK.INDEX_BUCKET_ENGINE) or "SIMPLE").strip().upper()
         if engine == "CONSISTENT_HASHING":
             raise HoodieIndexError(f"{WK.INDEX_BUCKET_ENGINE.key}=CONSISTENT_HASHING is not supported: this engine's "

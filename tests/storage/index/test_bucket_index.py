@@ -202,3 +202,23 @@ def test_bucket_index_refuses_a_table_of_another_layout(spark, tmp_path):
         index.bucket_file_groups([("p0", new_bucket_file_id(3))])
     with pytest.raises(HoodieIndexError, match="two file groups in bucket 1"):
         index.bucket_file_groups([("p0", new_bucket_file_id(1)), ("p0", new_bucket_file_id(1))])
+
+
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_inserts_and_overwrites_keep_the_bucket_layout(spark, tmp_path, table_type):
+    path = str(tmp_path / "b")
+    opts = _opts(table_type, "BUCKET")
+    first = [(f"k{i}", "a", 1, PARTITIONS[i % 2]) for i in range(20)]
+    _write(spark, path, first, opts, "bulk_insert")
+    _check_layout(path)
+    # an insert of a stored key goes to its bucket's file group: it updates the record, as Hudi's bucket index
+    _write(spark, path, [("k1", "b", 2, "p1"), ("k99", "n", 2, "p0")], opts, "insert")
+    got = {r.id: r.name for r in spark.read.format("hudi").load(path).collect()}
+    assert len(got) == 21 and got["k1"] == "b" and got["k99"] == "n"
+    _check_layout(path)
+    # an overwrite replaces the partition's file groups with new ones, still one per bucket
+    _write(spark, path, [("z1", "o", 3, "p0"), ("z2", "o", 3, "p0")], opts, "insert_overwrite")
+    want = sorted([("z1", "p0"), ("z2", "p0")] + [(k, "p1") for k in got if int(k[1:]) % 2 == 1 and k != "k99"])
+    assert sorted((r.id, r.dt) for r in spark.read.format("hudi").load(path).collect()) == want
+    assert arrow_rows(hudi_rs_read(path), ["id", "dt"]) == rows([{"id": k, "dt": d} for k, d in want], ["id", "dt"])
+    _check_layout(path)

@@ -3,6 +3,7 @@ tasks, the bulk insert input's partitions)."""
 from __future__ import annotations
 
 import glob
+import itertools
 import os
 import random
 
@@ -45,7 +46,7 @@ def _file_keys(path: str) -> list[list[str]]:
 
 def _overlapping(files: list[list[str]]) -> bool:
     ranges = sorted((min(keys), max(keys)) for keys in files)
-    return any(lo <= prev_hi for (_, prev_hi), (lo, _) in zip(ranges, ranges[1:]))
+    return any(lo <= prev_hi for (_, prev_hi), (lo, _) in itertools.pairwise(ranges))
 
 
 @pytest.mark.parametrize("mode", ["GLOBAL_SORT", "PARTITION_SORT", "NONE"])
