@@ -222,3 +222,31 @@ def test_inserts_and_overwrites_keep_the_bucket_layout(spark, tmp_path, table_ty
     assert sorted((r.id, r.dt) for r in spark.read.format("hudi").load(path).collect()) == want
     assert arrow_rows(hudi_rs_read(path), ["id", "dt"]) == rows([{"id": k, "dt": d} for k, d in want], ["id", "dt"])
     _check_layout(path)
+
+
+def test_bucket_mor_table_through_compaction(spark, tmp_path):
+    from storage.table_service.compaction import run_compaction, schedule_compaction
+
+    path = str(tmp_path / "m")
+    opts = _opts("MERGE_ON_READ", "BUCKET")
+    state: dict = {}
+    batches = [[(f"k{i}", "a", 1, PARTITIONS[i % 3]) for i in range(30)],
+               [(f"k{i}", "b", 2, PARTITIONS[i % 3]) for i in range(0, 40, 2)]]
+    for batch in batches:
+        _write(spark, path, batch, opts, "upsert")
+        apply_batch(state, batch, ordering=2)
+    pending = schedule_compaction(path)
+    assert pending
+    # written while the compaction is pending: the new slices have no base file yet, the buckets stay the same
+    late = [(f"k{i}", "c", 3, PARTITIONS[i % 3]) for i in range(0, 50, 5)]
+    _write(spark, path, late, opts, "upsert")
+    apply_batch(state, late, ordering=2)
+    _check_layout(path)
+    run_compaction(spark, path, pending)
+    last = [(f"k{i}", "d", 4, PARTITIONS[i % 3]) for i in range(0, 60, 7)]
+    _write(spark, path, last, opts, "upsert")
+    apply_batch(state, last, ordering=2)
+    _check_layout(path)
+    want = rows([{"id": k, "name": v[1], "ts": v[2], "dt": v[3]} for k, v in state.items()], COLS)
+    assert arrow_rows(hudi_rs_read(path), COLS) == want
+    assert spark_rows(spark.read.format("hudi").load(path), COLS) == want
