@@ -147,7 +147,17 @@ class WriteConfigKeys:
     COMBINE_BEFORE_UPSERT = _prop("hoodie.combine.before.upsert", True, parse_bool)
     COMBINE_BEFORE_INSERT = _prop("hoodie.combine.before.insert", False, parse_bool)
     COMBINE_BEFORE_DELETE = _prop("hoodie.combine.before.delete", True, parse_bool)
-    INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str, doc="BLOOM | GLOBAL_BLOOM | SIMPLE | GLOBAL_SIMPLE")
+    INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str,
+                       doc="BLOOM | GLOBAL_BLOOM | SIMPLE | GLOBAL_SIMPLE | BUCKET (a BUCKET table records its index "
+                           "settings in hoodie.properties)")
+    INDEX_BUCKET_ENGINE = _prop("hoodie.index.bucket.engine", "SIMPLE", str,
+                                doc="SIMPLE (a fixed number of buckets per partition); CONSISTENT_HASHING is not supported")
+    BUCKET_INDEX_NUM_BUCKETS = _prop("hoodie.bucket.index.num.buckets", 256, int,
+                                     doc="buckets (file groups) per partition of a BUCKET index table; fixed once "
+                                         "the table has data")
+    BUCKET_INDEX_HASH_FIELD = _prop("hoodie.bucket.index.hash.field", None, parse_list,
+                                    doc="the record key fields hashed to a bucket (a subset of the record key; "
+                                        "default: all of them)")
     SIMPLE_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.simple.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.bloom.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_PRUNE_BY_RANGES = _prop("hoodie.bloom.index.prune.by.ranges", True, parse_bool)
@@ -172,11 +182,21 @@ class WriteConfigKeys:
         "hoodie.datasource.write.schema.allow.auto.evolution.column.drop", False, parse_bool,
         "columns are never dropped by a write: a batch without some columns is rejected, or writes nulls with "
         "hoodie.write.set.null.for.missing.columns")
-    BULKINSERT_SORT_MODE = _ignored("hoodie.bulkinsert.sort.mode", "NONE", str,
-                                    "bulk_insert does not sort; records keep the input's order within a file")
-    UPSERT_SHUFFLE_PARALLELISM = _ignored("hoodie.upsert.shuffle.parallelism", 0, int,
-                                          "one Spark task per file group written; Spark's adaptive execution sizes "
-                                          "the shuffles")
+    BULKINSERT_SORT_MODE = _prop(
+        "hoodie.bulkinsert.sort.mode", "NONE",
+        OneOf(("NONE", "GLOBAL_SORT", "PARTITION_SORT", "PARTITION_PATH_REPARTITION")),
+        doc="NONE: input order; GLOBAL_SORT: each partition's records split into files by record key range, each "
+            "file sorted; PARTITION_SORT: each file sorted by record key; PARTITION_PATH_REPARTITION: as NONE "
+            "(files never mix partitions here)")
+    UPSERT_SHUFFLE_PARALLELISM = _prop("hoodie.upsert.shuffle.parallelism", 0, int,
+                                       doc="tasks of the upsert's dedup shuffle (0: Spark's shuffle partitions)")
+    INSERT_SHUFFLE_PARALLELISM = _prop("hoodie.insert.shuffle.parallelism", 0, int,
+                                       doc="tasks of the insert's dedup shuffle (0: Spark's shuffle partitions)")
+    BULKINSERT_SHUFFLE_PARALLELISM = _prop("hoodie.bulkinsert.shuffle.parallelism", 0, int,
+                                           doc="tasks the bulk insert input is repartitioned into, or of its dedup "
+                                               "(0: the input's partitions)")
+    DELETE_SHUFFLE_PARALLELISM = _prop("hoodie.delete.shuffle.parallelism", 0, int,
+                                       doc="tasks of the delete's dedup shuffle (0: Spark's shuffle partitions)")
     ROLLBACK_USING_MARKERS = _ignored("hoodie.rollback.using.markers", True, parse_bool,
                                       "failed writes are always rolled back through their markers")
     STRICT_CONFIG = _prop("hoodie.strict.config", False, parse_bool,

@@ -23,8 +23,10 @@ from sqlglot import exp
 from sqlext.sql.assign import check_assignment, expression_types
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError
+from storage.index.bucket_index import is_bucket_index
 from storage.table.fs_view import FileSystemView
 from storage.timeline.instant import Action
 from storage.write.write_client import write_dataframe
@@ -129,6 +131,8 @@ def run_key_merge(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: Ke
     opts[WK.OPERATION.key] = km.operation
     opts[WK.ALLOW_EMPTY_COMMIT.key] = "false"
     if km.global_lookup:
+        if is_bucket_index(HoodieConfig.of(table.meta.table_config.props)):
+            return None  # a bucket table keeps its index: a key is found in its own partition's bucket only
         opts[WK.INDEX_TYPE.key] = "GLOBAL_SIMPLE"
         opts[WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH.key] = "true"
     try:

@@ -32,6 +32,23 @@ class HoodieIndex(ABC):
     base_path: str = ""  # the table's: partition paths of base files are relative to it
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the base files
 
+    def requires_tagging(self, operation) -> bool:
+        """Whether records of `operation` (a WriteOperationType) are looked up (Hudi's requiresTagging): upserts
+        and deletes; inserts and bulk inserts skip the lookup."""
+        return operation.uses_index
+
+    def untagged(self, records: DataFrame) -> DataFrame:
+        """`records` of an operation that is not looked up, every one new."""
+        return untagged(records)
+
+    def tag_location_in_view(self, spark: SparkSession, records: DataFrame, fs_view, partitions: list[str],
+                             key_columns: KeyColumns, broadcast_incoming: bool = False,
+                             read_schema: StructType | None = None) -> DataFrame:
+        """`tag_location` against the latest base files of the batch's partitions (all, for a global index) of
+        `fs_view` (a FileSystemView)."""
+        base_files = fs_view.latest_base_files(None if self.is_global else partitions)
+        return self.tag_location(spark, records, base_files, key_columns, broadcast_incoming, read_schema)
+
     @abstractmethod
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],
                      key_columns: KeyColumns, broadcast_incoming: bool = False,

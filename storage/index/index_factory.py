@@ -6,13 +6,14 @@ from typing import Callable
 from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.exception import HoodieIndexError
 from storage.index.bloom_index import HoodieBloomIndex
+from storage.index.bucket_index import BucketSpec, HoodieSimpleBucketIndex
 from storage.io.storage_options import StorageOptions
 from storage.index.hoodie_index import HoodieIndex
 from storage.index.simple_index import HoodieSimpleIndex
 
 
 def _bloom(is_global: bool) -> Callable[..., HoodieIndex]:
-    def make(update_partition_path: bool, config: HoodieConfig, **location) -> HoodieIndex:
+    def make(update_partition_path: bool, config: HoodieConfig, key_fields: list[str], **location) -> HoodieIndex:
         return HoodieBloomIndex(is_global=is_global, update_partition_path=update_partition_path, **location,
                                 prune_by_ranges=config.get(WK.BLOOM_INDEX_PRUNE_BY_RANGES),
                                 use_caching=config.get(WK.BLOOM_INDEX_USE_CACHING),
@@ -21,9 +22,15 @@ def _bloom(is_global: bool) -> Callable[..., HoodieIndex]:
 
 
 def _simple(is_global: bool) -> Callable[..., HoodieIndex]:
-    def make(update_partition_path: bool, config: HoodieConfig, **location) -> HoodieIndex:
+    def make(update_partition_path: bool, config: HoodieConfig, key_fields: list[str], **location) -> HoodieIndex:
         return HoodieSimpleIndex(is_global=is_global, update_partition_path=update_partition_path, **location)
     return make
+
+
+def _bucket(update_partition_path: bool, config: HoodieConfig, key_fields: list[str], **location) -> HoodieIndex:
+    """`hoodie.index.bucket.engine` SIMPLE; `key_fields`: the table's record key fields (the default hash fields)."""
+    return HoodieSimpleBucketIndex(update_partition_path=update_partition_path, **location,
+                                   spec=BucketSpec.of(config, key_fields))
 
 
 INDEXES: dict[str, Callable[..., HoodieIndex]] = {
@@ -31,14 +38,17 @@ INDEXES: dict[str, Callable[..., HoodieIndex]] = {
     "GLOBAL_SIMPLE": _simple(is_global=True),
     "BLOOM": _bloom(is_global=False),
     "GLOBAL_BLOOM": _bloom(is_global=True),
+    "BUCKET": _bucket,
 }
 
 
 def create_index(index_type: str, update_partition_path: bool | None = None,
                  config: HoodieConfig | None = None, base_path: str = "",
-                 storage_options: StorageOptions | None = None) -> HoodieIndex:
+                 storage_options: StorageOptions | None = None,
+                 record_key_fields: list[str] | None = None) -> HoodieIndex:
     """The index of `index_type` for the table at `base_path` (reached with `storage_options`), set up from
-    `config` (the `hoodie.bloom.index.*` options).
+    `config` (the `hoodie.bloom.index.*` and `hoodie.bucket.index.*` options; `record_key_fields`: the table's, which
+    the bucket index hashes).
     `update_partition_path` defaults to the type's own option (`hoodie.simple.index.update.partition.path` /
     `hoodie.bloom.index.update.partition.path`)."""
     key = (index_type or "").strip().upper()
@@ -49,5 +59,5 @@ def create_index(index_type: str, update_partition_path: bool | None = None,
     if update_partition_path is None:
         option = WK.BLOOM_INDEX_UPDATE_PARTITION_PATH if "BLOOM" in key else WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH
         update_partition_path = config.get(option)
-    return INDEXES[key](update_partition_path, config, base_path=base_path,
+    return INDEXES[key](update_partition_path, config, list(record_key_fields or []), base_path=base_path,
                         storage_options=storage_options or StorageOptions())

@@ -3,11 +3,12 @@ each record's bucket assigned in Spark. The sizing rules themselves are in `stor
 """
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
+from storage.index.bucket_index import BUCKET_NUMBER
 from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
@@ -20,6 +21,7 @@ from storage.write.partitioner import (
     WorkloadProfile,
     average_record_size,
     plan_buckets,
+    plan_bucket_layout,
     plan_new_file_groups,
 )
 from storage.write.task_context import BUCKET_COLUMN
@@ -51,6 +53,8 @@ def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, 
     avg = _average_record_size(meta, config, sizing)
     if profile is None:
         return plan_new_file_groups(counts, sizing, avg)
+    if profile.bucketed:
+        return plan_bucket_layout(profile)
     small: dict[str, list[SmallFile]] = {}
     if not is_mor:
         from storage.table_service.clustering.plan import pending_clustering_file_groups
@@ -71,12 +75,17 @@ def _partition_of(base_path: str, file_path: str) -> str:
 
 
 def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
-                   placement_of_bucket: dict[int, int]) -> DataFrame:
+                   placement_of_bucket: dict[int, int], insert_position: Column | None = None) -> DataFrame:
     """`tagged` with each record's bucket placement key, computed in Spark (no Python round trip of the data):
     updates by their file group (a broadcast join with the update buckets), inserts by the record key's uniform
     hash within their partition's insert shares (a broadcast join on partition with the share's range; the last
-    share of a partition is open-ended)."""
-    u = (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
+    share of a partition is open-ended). `insert_position`: another position in [0, 1] than the key's hash
+    (GLOBAL_SORT: its rank by key). A bucket index layout maps each record by its bucket number."""
+    by_number = plan.bucket_number_of()
+    if by_number:
+        return _assign_by_bucket_number(spark, tagged, by_number, placement_of_bucket)
+    u = insert_position if insert_position is not None else \
+        (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
     out = tagged
     updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
     if updates:
@@ -102,3 +111,11 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
     bucket = F.when(F.col(LOC_FILE_ID).isNotNull(), F.col("_upd_bucket")).otherwise(F.col("_ins_bucket"))
     return (out.withColumn(BUCKET_COLUMN, bucket.cast("int"))
             .drop("_upd_bucket", "_ins_bucket", "_ins_partition", "_lo", "_hi", _UNIFORM, LOC_FILE_ID, LOC_PARTITION))
+
+
+def _assign_by_bucket_number(spark: SparkSession, tagged: DataFrame, by_number: dict[tuple[str, int], int],
+                             placement_of_bucket: dict[int, int]) -> DataFrame:
+    rows = [(p, n, placement_of_bucket[b]) for (p, n), b in by_number.items()]
+    placed = spark.createDataFrame(rows, f"{PARTITION_PATH} string, {BUCKET_NUMBER} int, {BUCKET_COLUMN} int")
+    return (tagged.join(F.broadcast(placed), [PARTITION_PATH, BUCKET_NUMBER], "inner")
+            .drop(BUCKET_NUMBER, LOC_FILE_ID, LOC_PARTITION))

@@ -169,6 +169,8 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
     kept, writes, counts = merge_records(old, data, ctx)
+    if ctx.sort_records and kept is None:
+        writes = writes.sort_by([(RECORD_KEY, "ascending")])  # a bulk insert's sort mode
     new_rows = _stamp(align_to_schema(writes, schema), ctx, file_name, partition_id)
     parts = [new_rows] if kept is None else [_with_file_name(kept, file_name), new_rows]
     output = pa.concat_tables(parts)

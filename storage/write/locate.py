@@ -14,6 +14,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.index import create_index
+from storage.index.bucket_index import BUCKET_NUMBER, with_table_index
 from storage.index.hoodie_index import attach_locations
 from storage.index.simple_index import FILE_ID_FROM_NAME, LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import FILE_NAME, PARTITION_PATH, RECORD_KEY
@@ -31,30 +32,24 @@ def is_global_index(config: HoodieConfig) -> bool:
     return config.get(WK.INDEX_TYPE).upper().startswith("GLOBAL")
 
 
-def untagged(records: DataFrame) -> DataFrame:
-    """Every record new: operations that skip the index (inserts, bulk inserts, overwrites)."""
-    return (records.withColumn(LOC_FILE_ID, F.lit(None).cast("string"))
-            .withColumn(LOC_PARTITION, F.lit(None).cast("string")))
-
-
 def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, settings: TableSettings,
                  op: WriteOperationType, fs_view: FileSystemView, partitions: list[str],
                  num_records: int) -> DataFrame:
-    """`records` with the location of their key. Inserts skip the lookup (as Hudi does; they may still fill
-    small files)."""
-    if not op.uses_index:
-        return untagged(records)
+    """`records` with the location of their key. Inserts skip the lookup where the index allows (as Hudi does;
+    they may still fill small files); the table's recorded index settings (a bucket table's) apply."""
     meta = fs_view.meta_client
+    config = with_table_index(config, meta.table_config.props, meta.base_path)
     index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
-                         storage_options=meta.storage_options)
+                         storage_options=meta.storage_options, record_key_fields=settings.record_keys)
+    if not index.requires_tagging(op):
+        return index.untagged(records)
     broadcast = _can_broadcast(spark, num_records)
     if index.is_global and settings.is_mor and settings.populate_meta_fields and _has_logs(fs_view):
         tagged = attach_locations(records, _live_keys(spark, meta.base_path, records, broadcast), True, broadcast)
     else:
-        base_files = fs_view.latest_base_files(None if index.is_global else partitions)
         key_columns, read_schema = _stored_key_columns(settings)
-        tagged = index.tag_location(spark, records, base_files, key_columns, broadcast_incoming=broadcast,
-                                    read_schema=read_schema)
+        tagged = index.tag_location_in_view(spark, records, fs_view, partitions, key_columns,
+                                            broadcast_incoming=broadcast, read_schema=read_schema)
     if op is WriteOperationType.DELETE:
         return tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     if index.is_global:
@@ -115,13 +110,26 @@ def _global_partition_change(tagged: DataFrame, update_partition_path: bool) -> 
     )
 
 
+def is_bucketed(tagged: DataFrame) -> bool:
+    """Did the index put every record in a bucket of a fixed layout (the bucket index)? Then the write plans one
+    file group per bucket from the workload profile, whatever the operation."""
+    return BUCKET_NUMBER in tagged.columns
+
+
 def workload_profile(tagged: DataFrame) -> WorkloadProfile:
-    """Updates per file group and inserts per partition, counted in one Spark job over the tagged records."""
-    rows = tagged.groupBy(PARTITION_PATH, LOC_FILE_ID, OP_COLUMN).count().collect()
-    profile = WorkloadProfile()
-    for partition, file_id, op, count in rows:
+    """Updates per file group and inserts per partition (and per bucket, for a bucket index), counted in one
+    Spark job over the tagged records."""
+    bucketed = is_bucketed(tagged)
+    keys = [PARTITION_PATH, LOC_FILE_ID, OP_COLUMN] + ([BUCKET_NUMBER] if bucketed else [])
+    rows = tagged.groupBy(*keys).count().collect()
+    profile = WorkloadProfile(bucketed=bucketed)
+    for row in rows:
+        partition, file_id, op, count = row[0], row[1], row[2], row[-1]
         if file_id is None:
             profile.inserts[partition] = profile.inserts.get(partition, 0) + count
+            if bucketed:
+                key = (partition, row[3])
+                profile.new_buckets[key] = profile.new_buckets.get(key, 0) + count
         else:
             profile.updates[(partition, file_id)] = profile.updates.get((partition, file_id), 0) + count
         if op == OP_WRITE:

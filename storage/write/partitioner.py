@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from storage.fs_utils import new_file_id
+from storage.index.bucket_identifier import bucket_id_of_file_id, new_bucket_file_id
 
 
 class BucketType(str, Enum):
@@ -37,6 +38,7 @@ class BucketInfo:
     insert_hi: float = 0.0
     expected_inserts: int = 0
     expected_updates: int = 0
+    bucket_number: int | None = None  # bucket index: the bucket whose records this file group holds
 
 
 @dataclass
@@ -44,6 +46,8 @@ class WorkloadProfile:
     updates: dict[tuple[str, str], int] = field(default_factory=dict)  # (partition, file id) -> count
     inserts: dict[str, int] = field(default_factory=dict)  # partition -> count
     written: int = 0  # records written (not deleted); more than the batch when a key was found twice
+    bucketed: bool = False  # a bucket index placed every record in a bucket: one file group per bucket
+    new_buckets: dict[tuple[str, int], int] = field(default_factory=dict)  # (partition, bucket) -> inserts
 
     @property
     def partitions(self) -> list[str]:
@@ -82,6 +86,10 @@ class BucketPlan:
         for lst in ranges.values():
             lst.sort()
         return ranges
+
+    def bucket_number_of(self) -> dict[tuple[str, int], int]:
+        """(partition, bucket number) -> bucket id, for a bucket index layout (empty otherwise)."""
+        return {(b.partition_path, b.bucket_number): b.bucket_id for b in self.buckets if b.bucket_number is not None}
 
     def __len__(self) -> int:
         return len(self.buckets)
@@ -155,4 +163,17 @@ def plan_new_file_groups(inserts: dict[str, int], sizing: SizingConfig, avg_reco
     buckets: list[BucketInfo] = []
     for partition in sorted(inserts):
         _assign_inserts(partition, inserts[partition], [], sizing, avg_record_size, buckets, {})
+    return BucketPlan(buckets)
+
+
+def plan_bucket_layout(profile: WorkloadProfile) -> BucketPlan:
+    """Buckets of a bucket index write (Hudi's SparkBucketIndexPartitioner): one per bucket the batch touches,
+    its existing file group (updates, and merge-on-read appends) or a new file group named after the bucket."""
+    buckets: list[BucketInfo] = []
+    for (partition, file_id), count in sorted(profile.updates.items()):
+        buckets.append(BucketInfo(len(buckets), BucketType.UPDATE, partition, file_id, expected_updates=count,
+                                  bucket_number=bucket_id_of_file_id(file_id)))
+    for (partition, number), count in sorted(profile.new_buckets.items()):
+        buckets.append(BucketInfo(len(buckets), BucketType.INSERT, partition, new_bucket_file_id(number),
+                                  expected_inserts=count, bucket_number=number))
     return BucketPlan(buckets)

@@ -89,12 +89,16 @@ def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, 
     )
 
 
-def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys: bool) -> DataFrame:
+def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys: bool,
+          parallelism: int = 0) -> DataFrame:
     """One record per key (per key and partition unless the index is global): the highest precombine value,
     ties to the later input row. `count_keys` adds how many input rows shared the key (`KEY_COUNT`), computed
-    in the same aggregation, so that a write requiring unique keys can reject the batch."""
+    in the same aggregation, so that a write requiring unique keys can reject the batch. `parallelism` > 0: the
+    tasks of the shuffle (`hoodie.*.shuffle.parallelism`; the aggregation reuses its hash partitioning)."""
     group = [RECORD_KEY] if is_global or not settings.partition_fields else [RECORD_KEY, PARTITION_PATH]
     keyed = keyed.withColumn(_INPUT_ORDER, F.monotonically_increasing_id())
+    if parallelism > 0:
+        keyed = keyed.repartition(parallelism, *group)
     order = [F.col(_INPUT_ORDER)]
     if settings.precombine:
         order.insert(0, F.col(f"`{settings.precombine}`"))

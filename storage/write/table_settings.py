@@ -14,6 +14,7 @@ from storage.config import HoodieConfig
 from storage.config import TableConfigKeys as TK
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieKeyError, HoodieWriteError
+from storage.index.bucket_index import bucket_table_properties
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, HoodieTableConfig
@@ -127,6 +128,7 @@ def table_config_for(settings: TableSettings, config: HoodieConfig, schema: pa.S
         props[TK.PRECOMBINE_FIELD.key] = settings.precombine
     if not settings.populate_meta_fields:
         props[TK.POPULATE_META_FIELDS.key] = "false"
+    props.update(bucket_table_properties(config, settings.record_keys))  # a bucket table keeps its layout
     for key, value in config.items():
         if key.startswith("hoodie.keygen.timebased."):
             props[key] = value

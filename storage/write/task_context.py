@@ -72,6 +72,7 @@ class WriteTaskContext:
     data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
     requests: Any = None  # accumulator of the tasks' storage requests (storage.io.request_metrics)
+    sort_records: bool = False  # hoodie.bulkinsert.sort.mode GLOBAL_SORT / PARTITION_SORT: new files sorted by key
 
     @property
     def schema(self) -> pa.Schema:

@@ -48,10 +48,11 @@ from storage.write.commit import (
     post_commit,
     requested_content,
 )
+from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position, shuffle_parallelism, sort_mode
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
-from storage.write.locate import is_global_index, tag_location, workload_profile
+from storage.write.locate import is_bucketed, is_global_index, tag_location, workload_profile
 from storage.write.markers import delete_marker_dir, reconcile_against_markers
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import BucketPlan, WorkloadProfile
@@ -173,8 +174,12 @@ class WriteOperation:
         schema = target_schema(df, meta, op)
         records = key_records(df, settings, op, schema)
         combine = combine_before_write(self.config, op)
+        parallelism = shuffle_parallelism(self.config, op)
         if combine or self.require_unique_keys:
-            records = dedup(records, settings, is_global_index(self.config), count_keys=self.require_unique_keys)
+            records = dedup(records, settings, is_global_index(self.config), count_keys=self.require_unique_keys,
+                            parallelism=parallelism)
+        elif parallelism and op is WriteOperationType.BULK_INSERT:
+            records = records.repartition(parallelism)  # Hudi's bulk insert input parallelism
         # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
         # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan.
         with _persisted(records, op.uses_index or combine) as records:
@@ -199,9 +204,11 @@ class WriteOperation:
         fs_view = FileSystemView(meta)
         tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
                               prepared.partitions, sum(prepared.counts.values()))
-        # the index join feeds both the workload profile and the write tasks: computed once
-        with _persisted(tagged, op.uses_index) as tagged:
-            profile = workload_profile(tagged) if op in _PROFILED else None
+        # the index join feeds both the workload profile and the write tasks: computed once. A bucket index
+        # plans every operation from the profile (one file group per bucket)
+        bucketed = is_bucketed(tagged)
+        with _persisted(tagged, op.uses_index or bucketed) as tagged:
+            profile = workload_profile(tagged) if op in _PROFILED or bucketed else None
             if self.require_unique_keys and op is WriteOperationType.UPSERT \
                     and profile.written > sum(prepared.counts.values()):
                 raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
@@ -229,7 +236,8 @@ class WriteOperation:
                                  located.fs_view, tally.accumulator)
         requested, heartbeat = self._start_commit(located, action)
         instant_time = requested.timestamp
-        ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time))
+        ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
+                                  sort_records=sort_mode(self.config, op).sorts_files)
         try:
             metadata = self._publish(located, prepared, ctx, requested)
         finally:
@@ -267,7 +275,8 @@ class WriteOperation:
         try:
             inflight = timeline.transition_to_inflight(requested, inflight_content(op, located.plan))
             crash_point("write.after_inflight")
-            stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx)
+            key_ordered = sort_mode(self.config, op) is BulkInsertSortMode.GLOBAL_SORT
+            stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx, key_ordered)
             metadata = commit_metadata(op, stats, prepared.schema, prepared.settings, located.fs_view,
                                        prepared.partitions)
             crash_point("write.before_commit")
@@ -307,13 +316,15 @@ def _is_published(meta: HoodieTableMetaClient, instant_time: str) -> bool:
     return instant is not None and instant.is_completed
 
 
-def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
-                     ctx: WriteTaskContext) -> list[HoodieWriteStat]:
-    """One Spark task per bucket, each writing one file and returning its write stat."""
+def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan, ctx: WriteTaskContext,
+                     key_ordered: bool = False) -> list[HoodieWriteStat]:
+    """One Spark task per bucket, each writing one file and returning its write stat. `key_ordered`: a
+    partition's new files take contiguous record key ranges (GLOBAL_SORT) instead of uniform hash shares."""
     if len(plan) == 0:
         return []
     keys = {b: k for k, b in ctx.placement.items()}
-    assigned = assign_buckets(spark, tagged, plan, keys).repartition(len(plan), BUCKET_COLUMN)
+    position = key_rank_position() if key_ordered else None
+    assigned = assign_buckets(spark, tagged, plan, keys, position).repartition(len(plan), BUCKET_COLUMN)
     rows = assigned.groupBy(BUCKET_COLUMN).applyInArrow(write_bucket_udf(ctx), STAT_SCHEMA_DDL).collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 

@@ -177,7 +177,7 @@ def test_config_lists_keys_and_one_key(capsys):
     assert capsys.readouterr().out.startswith("hoodie.compaction.payload.class\n")
     assert main(["config"]) == 0
     listing = capsys.readouterr().out
-    assert "hoodie.upsert.shuffle.parallelism\n\tdefault: 0\n\thonoured: no" in listing
+    assert "hoodie.rollback.using.markers\n\tdefault: True\n\thonoured: no" in listing
     assert "\nhoodie.strict.config\n" in listing
     assert main(["config", "--key", "hoodie.cleaner.polcy"]) == 1
     assert "unknown config key hoodie.cleaner.polcy (did you mean hoodie.cleaner.policy?)" in capsys.readouterr().err

@@ -43,15 +43,15 @@ def test_alternatives_resolve_and_typos_suggest():
     assert REGISTRY.lookup("hoodie.table.payload.class").key == "hoodie.compaction.payload.class"
     assert REGISTRY.suggest(TYPO) == "hoodie.datasource.write.precombine.field"
     assert REGISTRY.suggest("hoodie.completely.different.thing") is None
-    assert not REGISTRY.honoured("hoodie.upsert.shuffle.parallelism") and REGISTRY.honoured("hoodie.index.type")
+    assert not REGISTRY.honoured("hoodie.rollback.using.markers") and REGISTRY.honoured("hoodie.index.type")
 
 
 def test_only_hoodie_keys_are_checked_and_each_warns_once(caplog):
     caplog.set_level(logging.WARNING, logger="storage.config")
     problems = validate_options({"path": "/x", "spark.foo": "1", "as.of.instant": "1", TYPO: "ts",
-                                 "hoodie.upsert.shuffle.parallelism": "8", "hoodie.index.type": "SIMPLE"}, "write to /t")
+                                 "hoodie.rollback.using.markers": "true", "hoodie.index.type": "SIMPLE"}, "write to /t")
     assert len(problems) == 2 and len(_warnings(caplog)) == 2
-    assert TYPO in problems[0] and "hoodie.upsert.shuffle.parallelism" in problems[1]
+    assert TYPO in problems[0] and "hoodie.rollback.using.markers" in problems[1]
     # a key the table stores with the same value is the table's, not the user's
     assert validate_options({TYPO: "ts"}, "write to /t", stored={TYPO: "ts"}) == []
 
@@ -77,9 +77,9 @@ def test_strict_config_fails_before_writing(spark, tmp_path):
     assert _meta_files(path) == before
     assert [r.v for r in spark.read.format("hudi").load(str(path)).collect()] == ["a"]
     fresh = tmp_path / "strict-new"
-    with pytest.raises(HoodieConfigError, match="hoodie.upsert.shuffle.parallelism has no effect"):
+    with pytest.raises(HoodieConfigError, match="hoodie.rollback.using.markers has no effect"):
         _write(spark, fresh, [(1, "a", 1, "p1")],
-               **{"hoodie.upsert.shuffle.parallelism": "2", WK.STRICT_CONFIG.key: "true"})
+               **{"hoodie.rollback.using.markers": "true", WK.STRICT_CONFIG.key: "true"})
     assert not fresh.exists()
 
 
