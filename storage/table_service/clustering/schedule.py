@@ -51,6 +51,7 @@ def schedule_clustering(table: HoodieTableMetaClient | str, options: dict[str, s
     """Write `<t>.replacecommit.requested` with a clustering plan; the instant time, or None when no file slice
     qualifies. Bad sort columns / layout strategy / partition settings fail with nothing written."""
     meta = service_meta_client(table, "clustering", spark, options)
+    _refuse_bucket_tables(meta)
     config = HoodieConfig.of({}, options or {})
     cfg = ClusteringPlanConfig.of(config)
     LayoutOptimizationStrategy.of(cfg.layout)  # a bad strategy fails here, naming the key
@@ -63,6 +64,16 @@ def schedule_clustering(table: HoodieTableMetaClient | str, options: dict[str, s
     if instant_time is not None:
         crash_point("clustering.after_schedule")
     return instant_time
+
+
+def _refuse_bucket_tables(meta: HoodieTableMetaClient) -> None:
+    """A simple-bucket table's file groups are its buckets (file ids carry the bucket number): clustering would
+    break that layout, so it is refused, as Hudi does for the simple bucket index."""
+    from storage.index.bucket_index import is_bucket_index
+
+    if is_bucket_index(HoodieConfig.of(dict(meta.table_config.props))):
+        raise HoodieClusteringError(f"clustering refused on {meta.base_path}: it uses the BUCKET index "
+                                    "(hoodie.index.type=BUCKET, SIMPLE engine), whose file groups are fixed buckets")
 
 
 def _excluded_file_groups(meta: HoodieTableMetaClient) -> set[tuple[str, str]]:

@@ -241,3 +241,13 @@ def test_schedule_inline_only_plans(spark, tmp_path):
     assert _file_groups(path) == 4  # planned, not executed
     assert run_clustering(spark, str(path)) == [shown[0]["timestamp"]]
     assert _file_groups(path) == 2
+
+
+def test_bucket_index_tables_are_not_clustered(spark, tmp_path):
+    path = tmp_path / "cl_bucket"
+    opts = options("cl_bucket", **{"hoodie.index.type": "BUCKET", "hoodie.bucket.index.num.buckets": 2})
+    write(spark, path, [(i, "b", i, f"p{i % 2}") for i in range(6)], opts)
+    timeline = sorted(os.listdir(path / ".hoodie"))
+    with pytest.raises(HoodieClusteringError, match="BUCKET index"):
+        schedule_clustering(str(path), SORTED)
+    assert sorted(os.listdir(path / ".hoodie")) == timeline
