@@ -212,6 +212,10 @@ class WriteConfigKeys:
         doc="a batch without some of the table's columns writes nulls for them instead of being rejected")
     CLIENT_HEARTBEAT_INTERVAL_MS = _prop("hoodie.client.heartbeat.interval_in_ms", 60000, int)
     CLIENT_HEARTBEAT_TOLERABLE_MISSES = _prop("hoodie.client.heartbeat.tolerable.misses", 2, int)
+    MERGE_MAX_SIZE = _prop(
+        "hoodie.memory.merge.max.size", 1024 * 1024 * 1024, int,
+        doc="HoodieMemoryConfig's merge budget in bytes: a copy-on-write merge of a base file larger than this "
+            "streams the file one row group at a time instead of loading it whole")
 
 
 class LockConfigKeys:

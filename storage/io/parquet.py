@@ -1,7 +1,7 @@
 """Parquet files read through `HoodieStorage` (any scheme), and parquet bytes in memory (log blocks)."""
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -21,6 +21,18 @@ def read_parquet(storage: HoodieStorage, path: str, columns: Sequence[str] | Non
         present = set(file.schema_arrow.names)
         columns = [c for c in columns if c in present]
     return file.read(columns=columns)
+
+
+def open_parquet(storage: HoodieStorage, path: str) -> tuple[pq.ParquetFile, int]:
+    """The file opened for reading and its size in bytes (from the same open: no extra request)."""
+    source = storage.open_input_file(path)
+    return pq.ParquetFile(source), source.size()
+
+
+def iter_row_groups(file: pq.ParquetFile) -> Iterator[pa.Table]:
+    """The file's rows one row group at a time: only one group's columns are decoded at once."""
+    for i in range(file.num_row_groups):
+        yield file.read_row_group(i)
 
 
 def read_parquet_schema(storage: HoodieStorage, path: str) -> pa.Schema:

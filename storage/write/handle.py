@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.arrow_util import constant_array, row_numbers
+from storage.config import WriteConfigKeys as WK
 from storage.fs_utils import (
     join_path,
     make_base_file_name,
@@ -21,7 +22,7 @@ from storage.fs_utils import (
     write_partition_metadata,
 )
 from storage.io.base_file_writer import write_base_file
-from storage.io.parquet import read_parquet
+from storage.io.parquet import open_parquet
 from storage.io.request_metrics import counted_in_task
 from storage.meta_fields import (
     COMMIT_SEQNO,
@@ -69,11 +70,13 @@ def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _stamp(table: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id: int) -> pa.Table:
-    """Meta columns of freshly written records."""
+def _stamp(table: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id: int,
+           first_seqno: int = 0) -> pa.Table:
+    """Meta columns of freshly written records (sequence numbers from `first_seqno`, for files written in parts)."""
     n = table.num_rows
+    numbers = row_numbers(n) if first_seqno == 0 else pc.add(row_numbers(n), first_seqno)
     seq = pc.binary_join_element_wise(pa.scalar(f"{ctx.instant_time}_{partition_id}"),
-                                      pc.cast(row_numbers(n), pa.string()), "_")
+                                      pc.cast(numbers, pa.string()), "_")
     table = table.set_column(table.schema.get_field_index(COMMIT_TIME), COMMIT_TIME,
                              constant_array(ctx.instant_time, n, pa.string()))
     table = table.set_column(table.schema.get_field_index(COMMIT_SEQNO), COMMIT_SEQNO, seq)
@@ -107,6 +110,13 @@ def merge_records(old: pa.Table | None, incoming: pa.Table, ctx: WriteTaskContex
     if old is None or old.num_rows == 0:
         return old.slice(0, 0) if old is not None else None, writes, {
             "inserts": writes.num_rows, "updates": 0, "deletes": 0}
+    return merge_with_stored(old, writes, delete_rows, ctx)
+
+
+def merge_with_stored(old: pa.Table, writes: pa.Table, delete_rows: pa.Table,
+                      ctx: WriteTaskContext) -> tuple[pa.Table, pa.Table, dict]:
+    """`merge_records` once the incoming rows are split into writes and deletes; `old` may be any part of the
+    stored rows (the streaming merge passes one row group, with the incoming rows of its keys)."""
     merge = ctx.merge.for_ordering_field(ctx.merge.ordering_field if ctx.merge.ordering_field in old.column_names
                                          else None)
     candidates = _candidates(old, writes, merge.ordering_field)
@@ -160,28 +170,36 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     partition_id, stage_id, attempt_id = task_ids()
     file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
     storage = ctx.storage
-    old = None
-    if target.base_file_path:
-        old = align_to_schema(read_parquet(storage, target.base_file_path), schema)
-        if not ctx.populate_meta_fields:
-            old = _with_keys_from_fields(old, ctx)
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
-    kept, writes, counts = merge_records(old, data, ctx)
-    if ctx.sort_records and kept is None:
-        writes = writes.sort_by([(RECORD_KEY, "ascending")])  # a bulk insert's sort mode
-    new_rows = _stamp(align_to_schema(writes, schema), ctx, file_name, partition_id)
-    parts = [new_rows] if kept is None else [_with_file_name(kept, file_name), new_rows]
-    output = pa.concat_tables(parts)
-    if not ctx.populate_meta_fields:
-        output = null_meta_fields(output)
+    base, base_size = open_parquet(storage, target.base_file_path) if target.base_file_path else (None, 0)
+    # a base file over hoodie.memory.merge.max.size is merged one row group at a time (storage.write.merge_handle)
+    streaming = base is not None and base_size > ctx.merge_max_size
+    if not streaming:
+        old = stored_rows(base.read(), ctx) if base is not None else None
+        kept, writes, counts = merge_records(old, data, ctx)
+        if ctx.sort_records and kept is None:
+            writes = writes.sort_by([(RECORD_KEY, "ascending")])  # a bulk insert's sort mode
+        new_rows = _stamp(align_to_schema(writes, schema), ctx, file_name, partition_id)
+        parts = [new_rows] if kept is None else [_with_file_name(kept, file_name), new_rows]
+        output = pa.concat_tables(parts)
+        if not ctx.populate_meta_fields:
+            output = null_meta_fields(output)
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, target.partition_path, file_name,
                   IOType.MERGE if target.base_file_path else IOType.CREATE)
     path = join_path(ctx.base_path, target.partition_path, file_name)
-    size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
-                           ctx.populate_meta_fields)
+    if streaming:
+        from storage.write.merge_handle import stream_merge
+
+        log.info("merging %s (%d bytes > %s=%d) one row group at a time", target.base_file_path, base_size,
+                 WK.MERGE_MAX_SIZE.key, ctx.merge_max_size)
+        written, counts, size = stream_merge(base, data, ctx, storage, path, file_name, partition_id)
+    else:
+        size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
+                               ctx.populate_meta_fields)
+        written = output.num_rows
     storage.fsync(join_path(ctx.base_path, target.partition_path))  # the file's name is durable too
     fail_task_once("write.task_after_file")
     took = int((time.time() - started) * 1000)
@@ -189,15 +207,21 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
         fileId=target.file_id,
         path=f"{target.partition_path}/{file_name}" if target.partition_path else file_name,
         prevCommit=target.prev_commit if target.base_file_path else NULL_COMMIT,
-        numWrites=output.num_rows,
+        numWrites=written,
         numDeletes=counts["deletes"],
         numUpdateWrites=counts["updates"],
         numInserts=counts["inserts"],
         totalWriteBytes=size,
         partitionPath=target.partition_path,
         fileSizeInBytes=size,
-        runtimeStats=RuntimeStats(0, took if old is not None else 0, took if old is None else 0),
+        runtimeStats=RuntimeStats(0, took if base is not None else 0, took if base is None else 0),
     )
+
+
+def stored_rows(table: pa.Table, ctx: WriteTaskContext) -> pa.Table:
+    """Rows read from the base file in the write's schema (and, without meta fields, with their record keys)."""
+    table = align_to_schema(table, ctx.schema)
+    return _with_keys_from_fields(table, ctx) if not ctx.populate_meta_fields else table
 
 
 def _with_keys_from_fields(table: pa.Table, ctx: WriteTaskContext) -> pa.Table:

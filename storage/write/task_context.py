@@ -73,6 +73,7 @@ class WriteTaskContext:
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
     requests: Any = None  # accumulator of the tasks' storage requests (storage.io.request_metrics)
     sort_records: bool = False  # hoodie.bulkinsert.sort.mode GLOBAL_SORT / PARTITION_SORT: new files sorted by key
+    merge_max_size: int = WK.MERGE_MAX_SIZE.default  # hoodie.memory.merge.max.size: larger base files merge streamed
 
     @property
     def schema(self) -> pa.Schema:
@@ -107,6 +108,7 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
         complex_keys=settings.keygen.keygen_type == "COMPLEX",
         storage_options=meta.storage_options,
         requests=requests,
+        merge_max_size=config.get(WK.MERGE_MAX_SIZE),
     )
 
 

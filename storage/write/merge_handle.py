@@ -1,0 +1,98 @@
+"""Copy-on-write merge of a base file larger than `hoodie.memory.merge.max.size`, without loading it whole.
+
+Hudi's merge handle walks the old base file record by record and keeps only the incoming records in memory
+(spilling them past the same budget). Here the walk is by row group: each stored row group is merged with the
+incoming rows of the keys it holds (the same `merge_with_stored` and `MergeSpec` as the in-memory merge: updates,
+deletes, event-time ordering), its survivors go to one open parquet writer, and the incoming rows of keys the
+file does not hold (inserts) are written last. Memory holds the incoming batch and about one row group.
+
+The rows written are those of the in-memory merge; their order differs (an update follows its row group
+instead of the file's end) and sequence numbers count in that order. A key repeated in several row groups of
+the old file (an insert that kept duplicates) is merged once per group, as Hudi's merge handle does, where the
+in-memory merge keeps a single version.
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from storage.io.base_file_writer import BaseFileWriter
+from storage.io.parquet import iter_row_groups
+from storage.io.storage import HoodieStorage
+from storage.meta_fields import RECORD_KEY
+from storage.write.handle import (
+    _split_deletes,
+    _stamp,
+    _with_file_name,
+    align_to_schema,
+    merge_with_stored,
+    null_meta_fields,
+    stored_rows,
+)
+from storage.write.task_context import WriteTaskContext
+
+log = logging.getLogger(__name__)
+
+
+def stream_merge(base: pq.ParquetFile, incoming: pa.Table, ctx: WriteTaskContext, storage: HoodieStorage,
+                 path: str, file_name: str, partition_id: int) -> tuple[int, dict, int]:
+    """Merge `incoming` (the bucket's rows in the write schema plus the operation column) into the stored rows
+    of `base`, writing the new base file `path`. Returns (rows written, counts, file size in bytes)."""
+    schema = ctx.schema
+    writes, delete_rows = _split_deletes(incoming)
+    write_keys, delete_keys = writes.column(RECORD_KEY), delete_rows.column(RECORD_KEY)
+    matched_writes = np.zeros(writes.num_rows, dtype=bool)  # incoming rows whose key some row group holds
+    matched_deletes = np.zeros(delete_rows.num_rows, dtype=bool)
+    counts = {"inserts": 0, "updates": 0, "deletes": 0}
+    writer = BaseFileWriter(storage, path, schema, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
+                            ctx.populate_meta_fields)
+    try:
+        for group in iter_row_groups(base):
+            stored = stored_rows(group, ctx)
+            keys = stored.column(RECORD_KEY).combine_chunks()
+            in_group = _holds(write_keys, keys)
+            deletes_in_group = _holds(delete_keys, keys)
+            kept, new, part = merge_with_stored(stored, writes.filter(in_group), delete_rows.filter(deletes_in_group),
+                                                ctx)
+            _write(writer, ctx, schema, kept, new, file_name, partition_id)
+            _add(counts, part)
+            matched_writes |= in_group.to_numpy(zero_copy_only=False)
+            matched_deletes |= deletes_in_group.to_numpy(zero_copy_only=False)
+        # keys the file does not hold: merged among themselves (and with their deletes) as the in-memory merge does
+        rest = writes.filter(pa.array(~matched_writes))
+        rest_deletes = delete_rows.filter(pa.array(~matched_deletes))
+        kept, new, part = merge_with_stored(schema.empty_table(), rest, rest_deletes, ctx)
+        _write(writer, ctx, schema, kept, new, file_name, partition_id)
+        _add(counts, part)
+    except BaseException:
+        writer.abort()
+        raise
+    written = writer.num_rows
+    size = writer.close()
+    log.debug("streamed merge of %d row groups into %s: %s", base.num_row_groups, path, counts)
+    return written, counts, size
+
+
+def _holds(keys: pa.ChunkedArray, group_keys: pa.Array) -> pa.Array:
+    """Which of `keys` the row group's keys contain."""
+    return pc.fill_null(pc.is_in(keys, value_set=group_keys), False).combine_chunks()
+
+
+def _write(writer: BaseFileWriter, ctx: WriteTaskContext, schema: pa.Schema, kept: pa.Table, new: pa.Table,
+           file_name: str, partition_id: int) -> None:
+    """One merged part: the stored survivors, then the incoming versions that won (numbered after the rows of
+    earlier parts, so sequence numbers stay unique in the file)."""
+    new_rows = _stamp(align_to_schema(new, schema), ctx, file_name, partition_id, first_seqno=writer.num_rows)
+    part = pa.concat_tables([_with_file_name(kept, file_name), new_rows])
+    if not ctx.populate_meta_fields:
+        part = null_meta_fields(part)
+    writer.write(part)
+
+
+def _add(counts: dict, part: dict) -> None:
+    for name in counts:
+        counts[name] += part[name]
