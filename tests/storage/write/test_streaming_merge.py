@@ -23,7 +23,7 @@ from storage.merge.record_merger import RecordMergeMode
 from storage.meta_fields import with_meta_columns
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.write.handle import write_bucket
+from storage.write.handle import null_meta_fields, write_bucket
 from storage.write.partitioner import BucketType
 from storage.write.task_context import (
     BUCKET_COLUMN,
@@ -69,12 +69,14 @@ def _incoming(records: list[tuple[str, str, int, int]]) -> pa.Table:
     })
 
 
-def _ctx(base_path: Path, base_file: str, merge: MergeSpec, merge_max_size: int) -> WriteTaskContext:
+def _ctx(base_path: Path, base_file: str, merge: MergeSpec, merge_max_size: int,
+         populate_meta_fields: bool = True) -> WriteTaskContext:
     target = BucketTarget(BucketType.UPDATE, "", "fg-1", base_file, "001")
     return WriteTaskContext(
         base_path=str(base_path), instant_time="002", marker_dir=str(base_path / ".hoodie" / ".temp" / "002"),
         schema_ipc=serialize_schema(SCHEMA), targets={0: target}, placement={0: 0}, merge=merge,
-        bloom_options=bloom_options_of(HoodieConfig.of({})), row_group_bytes=2048, merge_max_size=merge_max_size)
+        bloom_options=bloom_options_of(HoodieConfig.of({})), row_group_bytes=2048, merge_max_size=merge_max_size,
+        populate_meta_fields=populate_meta_fields, record_key_fields=("id",))
 
 
 DELETED = [i for i in range(3, 3000, 53) if i % 37 and i % 41 != 5]  # one version per key, as after dedup
@@ -90,16 +92,18 @@ def _batch() -> list[tuple[str, str, int, int]]:
     return records
 
 
-def _merge_both(tmp_path: Path, merge: MergeSpec):
+def _merge_both(tmp_path: Path, merge: MergeSpec, populate_meta_fields: bool = True):
     """The same batch merged into the same base file (many row groups) in memory and streamed."""
     storage = HoodieStorage.for_path(str(tmp_path))
     base_file = str(tmp_path / "stored" / "base.parquet")
-    write_base_file(storage, base_file, _stored(3000), bloom_options_of(HoodieConfig.of({})), row_group_bytes=4096)
+    stored = _stored(3000) if populate_meta_fields else null_meta_fields(_stored(3000))
+    write_base_file(storage, base_file, stored, bloom_options_of(HoodieConfig.of({})), row_group_bytes=4096,
+                    populate_meta_fields=populate_meta_fields)
     assert pq.ParquetFile(base_file).num_row_groups > 20
     incoming = _incoming(_batch())
     out = {}
     for name, limit in (("memory", 1024 * 1024 * 1024), ("streamed", 1)):
-        stat = write_bucket(incoming, _ctx(tmp_path / name, base_file, merge, limit))
+        stat = write_bucket(incoming, _ctx(tmp_path / name, base_file, merge, limit, populate_meta_fields))
         out[name] = (stat, str(tmp_path / name / stat.path))
     return out
 
@@ -124,6 +128,17 @@ def test_streamed_merge_writes_the_rows_of_the_in_memory_merge(tmp_path, merge):
     seqnos = streamed["_hoodie_commit_seqno"].filter(pc.equal(streamed["_hoodie_commit_time"], "002")).to_pylist()
     assert len(set(seqnos)) == len(seqnos)
     assert pq.ParquetFile(st_path).num_row_groups > 20
+
+
+def test_streamed_merge_without_meta_fields(tmp_path):
+    """hoodie.populate.meta.fields=false: stored keys come from the key field, meta columns stay null, no footer."""
+    out = _merge_both(tmp_path, EVENT_TIME, populate_meta_fields=False)
+    memory, streamed = pq.read_table(out["memory"][1]), pq.read_table(out["streamed"][1])
+    assert streamed.sort_by("id").equals(memory.sort_by("id"))
+    assert streamed["_hoodie_record_key"].null_count == streamed.num_rows
+    assert streamed.num_rows == 3000 - len(DELETED) + 40
+    assert BLOOM_KEY not in (pq.read_metadata(out["streamed"][1]).metadata or {})
+    assert out["streamed"][0].numUpdateWrites == out["memory"][0].numUpdateWrites > 0
 
 
 def test_streamed_merge_footer_covers_every_key(tmp_path):
@@ -241,14 +256,21 @@ def test_streamed_tables_match_in_memory_tables(spark, tmp_path, event_time):
     streamed_meta = HoodieTableMetaClient.load(str(paths[True]))
     memory_meta = HoodieTableMetaClient.load(str(paths[False]))
     assert _stat_totals(streamed_meta) == _stat_totals(memory_meta)
+    interleaved = []
     for bf in FileSystemView(streamed_meta).latest_base_files():
         file = pq.ParquetFile(bf.path)
         assert file.num_row_groups > 1
+        times = file.read(columns=["_hoodie_commit_time"]).column(0).to_pylist()
+        interleaved.append(times != sorted(times))  # streamed: updates follow their row group, not the file's end
         keys = file.read(columns=["_hoodie_record_key"]).column(0).to_pylist()
         kv = file.metadata.metadata
         assert kv[MIN_KEY] == min(keys).encode() and kv[MAX_KEY] == max(keys).encode()
         bloom = deserialize_bloom_filter(kv[b"hoodie_bloom_filter_type_code"], kv[BLOOM_KEY])
         assert all(bloom.might_contain(k) for k in keys)
+    assert all(interleaved)
+    for bf in FileSystemView(memory_meta).latest_base_files():
+        times = pq.read_table(bf.path, columns=["_hoodie_commit_time"]).column(0).to_pylist()
+        assert times == sorted(times)
 
 
 def _stat_totals(meta: HoodieTableMetaClient) -> list[tuple]:
