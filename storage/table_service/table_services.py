@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
@@ -16,7 +17,7 @@ from storage.table.meta_client import HoodieTableMetaClient
 log = logging.getLogger(__name__)
 
 _async_lock = threading.Lock()
-_async_services: dict[str, threading.Thread] = {}  # table base path -> the running async clean / archival
+_async_services: dict[tuple[str, str], threading.Thread] = {}  # (kind, table base path) -> its background run
 
 
 def validate_service_options(config: HoodieConfig) -> None:
@@ -53,25 +54,35 @@ def _run_services(spark: SparkSession, meta: HoodieTableMetaClient | str, config
 
 
 def _start_async(spark: SparkSession, base_path: str, config: HoodieConfig, clean: bool, archive: bool) -> None:
-    """One background run per table at a time; a commit while one runs waits for it first (as Hudi's async
-    cleaner is joined before the next one starts)."""
-    wait_for_async_services(base_path)
+    run_in_background("table-services", base_path, lambda: _run_services(spark, base_path, config, clean, archive))
 
-    def work() -> None:
+
+def run_in_background(kind: str, base_path: str, work: Callable[[], None]) -> None:
+    """`work` in a daemon thread, one run of each `kind` per table at a time: a commit while one runs waits for
+    it first (as Hudi's async services are joined before the next one starts). A failure is logged, never raised:
+    it must not fail the commit that triggered it."""
+    wait_for_background(kind, base_path)
+
+    def run() -> None:
         try:
-            _run_services(spark, base_path, config, clean, archive)
-        except Exception:  # a failed service never fails the commit that triggered it
-            log.exception("async table services failed on %s", base_path)
+            work()
+        except Exception:
+            log.exception("async %s failed on %s", kind, base_path)
 
-    thread = threading.Thread(target=work, name=f"hoodie-table-services-{base_path}", daemon=True)
+    thread = threading.Thread(target=run, name=f"hoodie-{kind}-{base_path}", daemon=True)
     with _async_lock:
-        _async_services[base_path] = thread
+        _async_services[(kind, base_path)] = thread
     thread.start()
+
+
+def wait_for_background(kind: str, base_path: str | None = None, timeout: float | None = None) -> None:
+    """Join the background runs of `kind` on `base_path` (every table when None)."""
+    with _async_lock:
+        threads = [t for (k, p), t in _async_services.items() if k == kind and (base_path is None or p == base_path)]
+    for thread in threads:
+        thread.join(timeout)
 
 
 def wait_for_async_services(base_path: str | None = None, timeout: float | None = None) -> None:
     """Join the async clean / archival of `base_path` (every table when None)."""
-    with _async_lock:
-        threads = [t for p, t in _async_services.items() if base_path is None or p == base_path]
-    for thread in threads:
-        thread.join(timeout)
+    wait_for_background("table-services", base_path, timeout)

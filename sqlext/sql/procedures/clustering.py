@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import logging
 
+from sqlext.sql.procedures.compaction import _options
 from sqlext.sql.procedures.registry import optional, procedure
 
 log = logging.getLogger(__name__)
 
 _OPS = {"schedule": (True, False), "execute": (False, True), "scheduleandexecute": (True, True)}
 _OUTPUT = "timestamp string, input_group_size int, state string, involved_partitions string"
-
-
-def _options(call, text: str | None) -> dict[str, str]:
-    from sqlext.sql.procedures.compaction import _options as parse
-
-    return parse(call, text)
 
 
 def selected_partitions(call, meta, predicate: str) -> list[str]:

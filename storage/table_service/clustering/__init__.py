@@ -18,7 +18,6 @@ clustering aborts when it finds the file group changed. Inserts never go to such
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 from storage.config import ClusteringConfigKeys as CK
@@ -64,15 +63,10 @@ def show_clustering(table: HoodieTableMetaClient | str, limit: int | None = None
     return out
 
 
-_async_lock = threading.Lock()
-_async_runs: dict[str, threading.Thread] = {}
-
-
 def wait_for_async_clustering(base_path: str | None = None, timeout: float | None = None) -> None:
-    with _async_lock:
-        threads = [t for p, t in _async_runs.items() if base_path is None or p == base_path]
-    for thread in threads:
-        thread.join(timeout)
+    from storage.table_service.table_services import wait_for_background
+
+    wait_for_background("clustering", base_path, timeout)
 
 
 def maybe_cluster_after_commit(spark, meta: HoodieTableMetaClient, config: HoodieConfig) -> str | None:
@@ -103,15 +97,7 @@ def maybe_cluster_after_commit(spark, meta: HoodieTableMetaClient, config: Hoodi
 
 
 def _start_async(spark, base_path: str, instant: str, options: dict[str, str]) -> None:
-    wait_for_async_clustering(base_path)
+    """The plan executes in a background thread of the writer; a failure is logged and a later run retries it."""
+    from storage.table_service.table_services import run_in_background
 
-    def work() -> None:
-        try:
-            run_clustering(spark, base_path, [instant], options)
-        except Exception:  # never fails the commit that triggered it; a later run retries the plan
-            log.exception("async clustering %s of %s failed", instant, base_path)
-
-    thread = threading.Thread(target=work, name=f"hoodie-clustering-{base_path}", daemon=True)
-    with _async_lock:
-        _async_runs[base_path] = thread
-    thread.start()
+    run_in_background("clustering", base_path, lambda: run_clustering(spark, base_path, [instant], options))

@@ -32,7 +32,7 @@ from storage.io.request_metrics import counted_in_task
 from storage.layout.space_curve import LayoutOptimizationStrategy, sort_indices
 from storage.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME
 from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice
-from storage.read.mor_scan import file_slice_of, slice_descriptor
+from storage.read.mor_scan import DESCRIPTOR_SCHEMA, file_slice_of, slice_descriptor
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
@@ -156,8 +156,7 @@ def _clustering_tasks(ctx: ClusteringTaskContext):
 
 
 def _descriptor(s: FileSlice) -> dict[str, Any]:
-    keys = ("partition_path", "file_id", "base_instant", "base_file", "base_file_size", "log_files", "log_file_sizes")
-    return dict(zip(keys, slice_descriptor(s)))
+    return dict(zip(DESCRIPTOR_SCHEMA.fieldNames(), slice_descriptor(s)))
 
 
 def run_clustering_tasks(spark: SparkSession, groups: list[tuple[list[FileSlice], int]],
