@@ -31,6 +31,9 @@ log = logging.getLogger(__name__)
 DEFAULT_CONF = {
     "spark.sql.shuffle.partitions": "8",
     "spark.sql.adaptive.enabled": "true",
+    # a cached plan's shuffle output may be coalesced like any other (AQE): the write client caches its small
+    # prepared batches, and 8 near-empty partitions cost a Python task each in every stage that reads them
+    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "true",
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "true",

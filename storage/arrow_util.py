@@ -14,3 +14,17 @@ def constant_array(value, n: int, type_: pa.DataType) -> pa.Array:
 
 def row_numbers(n: int) -> pa.Array:
     return pa.array(np.arange(n, dtype=np.int64))
+
+
+def local_frame(spark, rows: list[tuple], schema: str):
+    """A small driver-side table (`rows` of the DDL `schema`) as a Spark DataFrame. Built from Arrow it is a
+    local relation: broadcasting it runs no Spark job, where a DataFrame made from a list of rows runs one."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import _parse_datatype_string
+
+    struct = _parse_datatype_string(schema)
+    arrow_schema = to_arrow_schema(struct, timezone="UTC")
+    columns = list(zip(*rows)) if rows else [()] * len(arrow_schema)
+    table = pa.Table.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, arrow_schema)],
+                                 schema=arrow_schema)
+    return spark.createDataFrame(table, schema=struct)

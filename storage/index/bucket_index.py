@@ -25,6 +25,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from storage.arrow_util import local_frame
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieIndexError
@@ -180,7 +181,7 @@ class HoodieSimpleBucketIndex(HoodieIndex):
         bucketed = records.withColumn(BUCKET_NUMBER, bucket_number_column(self.spec))
         if not groups:
             return untagged(bucketed)
-        located = spark.createDataFrame(
-            groups, f"{PARTITION_PATH} string, {BUCKET_NUMBER} int, {LOC_FILE_ID} string")
+        located = local_frame(
+            spark, groups, f"{PARTITION_PATH} string, {BUCKET_NUMBER} int, {LOC_FILE_ID} string")
         return (bucketed.join(F.broadcast(located), [PARTITION_PATH, BUCKET_NUMBER], "left")
                 .withColumn(LOC_PARTITION, F.when(F.col(LOC_FILE_ID).isNotNull(), F.col(PARTITION_PATH))))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from storage.arrow_util import local_frame
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.index.bucket_index import BUCKET_NUMBER
@@ -89,7 +90,7 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
     out = tagged
     updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
     if updates:
-        upd = spark.createDataFrame(updates, f"{PARTITION_PATH} string, {LOC_FILE_ID} string, _upd_bucket int")
+        upd = local_frame(spark, updates, f"{PARTITION_PATH} string, {LOC_FILE_ID} string, _upd_bucket int")
         out = out.join(F.broadcast(upd), [PARTITION_PATH, LOC_FILE_ID], "left")
     else:
         out = out.withColumn("_upd_bucket", F.lit(None).cast("int"))
@@ -101,7 +102,7 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
             shares.append((partition, float(lo), float("inf") if i == len(ranges) - 1 else float(hi),
                            placement_of_bucket[b]))
     if shares:
-        ins = spark.createDataFrame(shares, "_ins_partition string, _lo double, _hi double, _ins_bucket int")
+        ins = local_frame(spark, shares, "_ins_partition string, _lo double, _hi double, _ins_bucket int")
         out = out.withColumn(_UNIFORM, u)
         cond = ((F.col(PARTITION_PATH) == F.col("_ins_partition")) & F.col(LOC_FILE_ID).isNull()
                 & (F.col(_UNIFORM) >= F.col("_lo")) & (F.col(_UNIFORM) < F.col("_hi")))
@@ -116,6 +117,6 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
 def _assign_by_bucket_number(spark: SparkSession, tagged: DataFrame, by_number: dict[tuple[str, int], int],
                              placement_of_bucket: dict[int, int]) -> DataFrame:
     rows = [(p, n, placement_of_bucket[b]) for (p, n), b in by_number.items()]
-    placed = spark.createDataFrame(rows, f"{PARTITION_PATH} string, {BUCKET_NUMBER} int, {BUCKET_COLUMN} int")
+    placed = local_frame(spark, rows, f"{PARTITION_PATH} string, {BUCKET_NUMBER} int, {BUCKET_COLUMN} int")
     return (tagged.join(F.broadcast(placed), [PARTITION_PATH, BUCKET_NUMBER], "inner")
             .drop(BUCKET_NUMBER, LOC_FILE_ID, LOC_PARTITION))

@@ -21,10 +21,12 @@ from storage.meta_fields import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import WorkloadProfile
+from storage.write.prepare import KEY_COUNT, BatchChecks, check_aggregates, plain_error, verify_batch
 from storage.write.table_settings import TableSettings
 from storage.write.task_context import OP_COLUMN, OP_DELETE, OP_WRITE
 
 _BROADCAST_MAX_RECORDS = 1_000_000  # incoming keys broadcast to the index lookup up to this batch size
+_BROADCAST_MAX_BYTES = 256 * 1024 * 1024  # ... or, not counted, up to this estimated size
 _DELETE_COPY, _MOVED = "_hoodie_delete_copy", "_hoodie_moved"
 
 
@@ -32,18 +34,30 @@ def is_global_index(config: HoodieConfig) -> bool:
     return config.get(WK.INDEX_TYPE).upper().startswith("GLOBAL")
 
 
+def lookup_needs_partitions(config: HoodieConfig, settings: TableSettings, meta) -> bool:
+    """Whether the index lookup of the table (a HoodieTableMetaClient) reads stored keys partition by partition:
+    SIMPLE, or BLOOM on a table without meta fields (no footers: SIMPLE's join). Then the batch's partitions are
+    counted before the lookup, so that only those are read. The other indexes search every partition's files
+    by their footers or listings (key ranges cached from one write to the next), so the counting is folded
+    into the workload profile and the batch is grouped once."""
+    kind = with_table_index(config, meta.table_config.props, meta.base_path).get(WK.INDEX_TYPE).strip().upper()
+    return kind == "SIMPLE" or (kind == "BLOOM" and not settings.populate_meta_fields)
+
+
 def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, settings: TableSettings,
-                 op: WriteOperationType, fs_view: FileSystemView, partitions: list[str],
-                 num_records: int) -> DataFrame:
+                 op: WriteOperationType, fs_view: FileSystemView, partitions: list[str] | None,
+                 num_records: int | None) -> DataFrame:
     """`records` with the location of their key. Inserts skip the lookup where the index allows (as Hudi does;
-    they may still fill small files); the table's recorded index settings (a bucket table's) apply."""
+    they may still fill small files); the table's recorded index settings (a bucket table's) apply.
+    `partitions` None: the batch's partitions are not known yet (`lookup_needs_partitions` said so), every
+    partition is searched; `num_records` None: not counted, the broadcast is decided on Spark's size estimate."""
     meta = fs_view.meta_client
     config = with_table_index(config, meta.table_config.props, meta.base_path)
     index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
                          storage_options=meta.storage_options, record_key_fields=settings.record_keys)
     if not index.requires_tagging(op):
         return index.untagged(records)
-    broadcast = _can_broadcast(spark, num_records)
+    broadcast = _can_broadcast(spark, num_records, records)
     if index.is_global and settings.is_mor and settings.populate_meta_fields and _has_logs(fs_view):
         tagged = attach_locations(records, _live_keys(spark, meta.base_path, records, broadcast), True, broadcast)
     else:
@@ -85,11 +99,16 @@ def _live_keys(spark: SparkSession, base_path: str, records: DataFrame, broadcas
                      F.when(from_base != "", from_base).otherwise(F.col(FILE_NAME)).alias(LOC_FILE_ID))
 
 
-def _can_broadcast(spark: SparkSession, num_records: int) -> bool:
+def _can_broadcast(spark: SparkSession, num_records: int | None, records: DataFrame) -> bool:
     """Broadcast the batch's keys to the index lookup when the batch is small (and the session allows
-    broadcast joins at all)."""
+    broadcast joins at all). Without a count, Spark's estimate of the batch's size decides."""
     threshold = spark.conf.get("spark.sql.autoBroadcastJoinThreshold", "10485760")
-    return num_records <= _BROADCAST_MAX_RECORDS and str(threshold).strip() != "-1"
+    if str(threshold).strip() == "-1":
+        return False
+    if num_records is None:
+        estimate = records._jdf.queryExecution().optimizedPlan().stats().sizeInBytes()
+        return int(str(estimate)) <= _BROADCAST_MAX_BYTES
+    return num_records <= _BROADCAST_MAX_RECORDS
 
 
 def _global_partition_change(tagged: DataFrame, update_partition_path: bool) -> DataFrame:
@@ -116,15 +135,23 @@ def is_bucketed(tagged: DataFrame) -> bool:
     return BUCKET_NUMBER in tagged.columns
 
 
-def workload_profile(tagged: DataFrame) -> WorkloadProfile:
+def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None) -> WorkloadProfile:
     """Updates per file group and inserts per partition (and per bucket, for a bucket index), counted in one
-    Spark job over the tagged records."""
+    Spark job over the tagged records. `checks`: the batch was not counted before the lookup; the same job
+    checks it (`storage.write.prepare.check_aggregates`)."""
     bucketed = is_bucketed(tagged)
     keys = [PARTITION_PATH, LOC_FILE_ID, OP_COLUMN] + ([BUCKET_NUMBER] if bucketed else [])
-    rows = tagged.groupBy(*keys).count().collect()
+    extra = check_aggregates(tagged.columns, checks.precombine) if checks else []
+    try:
+        rows = tagged.groupBy(*keys).agg(F.count(F.lit(1)), *extra).collect()
+    except Exception as exc:  # a key expression failed inside Spark: report it plainly
+        raise plain_error(exc) from None
+    if checks:
+        verify_batch(sorted({r[0] for r in rows}), [tuple(r[len(keys) + 1:]) for r in rows], checks.precombine,
+                     KEY_COUNT in tagged.columns)
     profile = WorkloadProfile(bucketed=bucketed)
     for row in rows:
-        partition, file_id, op, count = row[0], row[1], row[2], row[-1]
+        partition, file_id, op, count = row[0], row[1], row[2], row[len(keys)]
         if file_id is None:
             profile.inserts[partition] = profile.inserts.get(partition, 0) + count
             if bucketed:

@@ -3,8 +3,10 @@
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
@@ -109,31 +111,51 @@ def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys
     return keyed.groupBy(*group).agg(*aggs).select("_r.*", *([KEY_COUNT] if count_keys else []))
 
 
-def partition_counts(records: DataFrame, precombine: str | None = None) -> dict[str, int]:
-    """Records per partition path: the first Spark job over the prepared batch. The same job counts null
-    `precombine` values (rejected: records without an ordering value cannot be combined) and, when the batch
-    carries `KEY_COUNT`, finds the most repeated key and rejects the batch if a key repeats. Partition paths
-    with a segment starting with `.` or `_` are rejected: readers and listings skip such hidden directories."""
-    unique = KEY_COUNT in records.columns
-    aggs = [F.count(F.lit(1))]
+@dataclass(frozen=True)
+class BatchChecks:
+    """Checks of a prepared batch left to the workload profile's job (the batch is not counted on its own):
+    `precombine`, the ordering field whose nulls are refused (None: not checked)."""
+
+    precombine: str | None
+
+
+def check_aggregates(columns: list[str], precombine: str | None) -> list[Column]:
+    """The aggregations that check a prepared batch, computed by the first Spark job that groups it (the
+    partition counts, or the workload profile when the counting is left to it): null `precombine` values
+    (records without an ordering value cannot be combined) and, when the batch carries `KEY_COUNT`, its most
+    repeated key. `verify_batch` reads their results."""
+    aggs = []
     if precombine:
         aggs.append(F.sum(F.col(f"`{precombine}`").isNull().cast("long")))
-    if unique:
+    if KEY_COUNT in columns:
         aggs += [F.max(KEY_COUNT), F.max_by(RECORD_KEY, KEY_COUNT)]
-    try:
-        rows = records.groupBy(PARTITION_PATH).agg(*aggs).collect()
-    except Exception as exc:  # a key expression failed inside Spark: report it plainly
-        raise _plain_error(exc) from None
+    return aggs
+
+
+def verify_batch(partitions: list[str], checks: list[tuple], precombine: str | None, unique: bool) -> None:
+    """Rejects the batch on the results of `check_aggregates` (one tuple per group of the job that computed
+    them) and on hidden partition paths (a segment starting with `.` or `_`: readers and listings skip them)."""
     if precombine:
-        nulls = sum(r[2] or 0 for r in rows)
+        nulls = sum(c[0] or 0 for c in checks)
         if nulls:
             raise HoodieWriteError(f"{nulls} records have a null precombine field '{precombine}' "
                                    "(hoodie.datasource.write.precombine.field): give every record an ordering value")
-    if unique and rows:
-        *_, most, key = max(rows, key=lambda r: r[-2])
-        if most > 1:
+    if unique and checks:
+        *_, most, key = max(checks, key=lambda c: c[-2] or 0)
+        if (most or 0) > 1:
             raise HoodieDuplicateKeyError(f"record key '{key}' occurs {most} times in the batch", key, most)
-    _check_partition_paths([r[0] for r in rows])
+    _check_partition_paths(partitions)
+
+
+def partition_counts(records: DataFrame, precombine: str | None = None) -> dict[str, int]:
+    """Records per partition path: the first Spark job over the prepared batch, checking it in the same job
+    (`check_aggregates`)."""
+    aggs = check_aggregates(records.columns, precombine)
+    try:
+        rows = records.groupBy(PARTITION_PATH).agg(F.count(F.lit(1)), *aggs).collect()
+    except Exception as exc:  # a key expression failed inside Spark: report it plainly
+        raise plain_error(exc) from None
+    verify_batch([r[0] for r in rows], [tuple(r[2:]) for r in rows], precombine, KEY_COUNT in records.columns)
     return {r[0]: r[1] for r in rows}
 
 
@@ -147,7 +169,7 @@ def _check_partition_paths(paths: list[str]) -> None:
                                "readers treat as hidden: change the partition values")
 
 
-def _plain_error(exc: Exception) -> Exception:
+def plain_error(exc: Exception) -> Exception:
     """A key generator's error raised inside a Spark task, as the project's error without the JVM trace."""
     text = str(exc)
     marker = "HoodieKeyError:"

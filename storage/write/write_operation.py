@@ -52,12 +52,19 @@ from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
-from storage.write.locate import is_bucketed, is_global_index, tag_location, workload_profile
+from storage.write.locate import (
+    is_bucketed,
+    is_global_index,
+    lookup_needs_partitions,
+    tag_location,
+    workload_profile,
+)
 from storage.write.markers import delete_marker_dir, reconcile_against_markers
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import BucketPlan, WorkloadProfile
 from storage.write.prepare import (
     KEY_COUNT,
+    BatchChecks,
     check_missing_columns,
     combine_before_write,
     dedup,
@@ -93,16 +100,22 @@ class WriteResult:
 
 @dataclass
 class Prepared:
-    """The input of a write, keyed and combined, with its per-partition counts."""
+    """The input of a write, keyed and combined, with its per-partition counts; or, when the counting is left to
+    the workload profile (`checks`), without them."""
 
     settings: TableSettings
     schema: pa.Schema  # the table's data schema after this write
     records: DataFrame
-    counts: dict[str, int]
+    counts: dict[str, int] | None
+    checks: BatchChecks | None = None
 
     @property
-    def partitions(self) -> list[str]:
-        return sorted(self.counts)
+    def partitions(self) -> list[str] | None:
+        return sorted(self.counts) if self.counts is not None else None
+
+    @property
+    def num_records(self) -> int | None:
+        return sum(self.counts.values()) if self.counts is not None else None
 
 
 @dataclass
@@ -187,8 +200,20 @@ class WriteOperation:
             # OverwriteWithLatestAvroPayload (the SQL DML writes: the statement decides) let the field be null
             latest_wins = str(self.config.get(WK.PAYLOAD_CLASS) or "").endswith("OverwriteWithLatestAvroPayload")
             checks_ordering = op is not WriteOperationType.DELETE and not (self.require_unique_keys or latest_wins)
-            counts = partition_counts(records, settings.precombine if checks_ordering else None)
+            precombine = settings.precombine if checks_ordering else None
+            if self._profile_counts(meta, settings):  # one job fewer: the profile counts and checks the batch
+                yield Prepared(settings, schema, records, None, BatchChecks(precombine))
+                return
+            counts = partition_counts(records, precombine)
             yield Prepared(settings, schema, records.drop(KEY_COUNT), counts)
+
+    def _profile_counts(self, meta: HoodieTableMetaClient | None, settings: TableSettings) -> bool:
+        """Whether the batch's counts and checks can wait for the workload profile: an existing table (nothing is
+        created before the checks), an operation that is profiled, an index lookup that does not need the
+        batch's partitions first, and no unique-key check (that compares the batch's count with the profile's)."""
+        op = self.operation
+        return (meta is not None and op in _PROFILED and not self.require_unique_keys
+                and not (op.uses_index and lookup_needs_partitions(self.config, settings, meta)))
 
     # -- locate ----------------------------------------------------------------------------------------------
     @contextmanager
@@ -203,14 +228,13 @@ class WriteOperation:
         snapshot = TimelineSnapshot.of(meta.timeline)
         fs_view = FileSystemView(meta)
         tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
-                              prepared.partitions, sum(prepared.counts.values()))
+                              prepared.partitions, prepared.num_records)
         # the index join feeds both the workload profile and the write tasks: computed once. A bucket index
         # plans every operation from the profile (one file group per bucket)
         bucketed = is_bucketed(tagged)
         with _persisted(tagged, op.uses_index or bucketed) as tagged:
-            profile = workload_profile(tagged) if op in _PROFILED or bucketed else None
-            if self.require_unique_keys and op is WriteOperationType.UPSERT \
-                    and profile.written > sum(prepared.counts.values()):
+            profile = workload_profile(tagged, prepared.checks) if op in _PROFILED or bucketed else None
+            if self.require_unique_keys and op is WriteOperationType.UPSERT and profile.written > prepared.num_records:
                 raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
                                               "the index lookup matched it more than once")
             plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)

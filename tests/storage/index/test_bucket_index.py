@@ -190,10 +190,11 @@ def test_bucket_index_refuses_bad_settings(spark, tmp_path):
 
 
 def test_bucket_index_refuses_a_table_of_another_layout(spark, tmp_path):
-    # a table written by another index: its file ids name no bucket
+    # a table written by another index: its file ids name no bucket (a random uuid starts with 8 digits one time
+    # in 43: then it names a bucket beyond the number of buckets)
     path = str(tmp_path / "simple")
     _write(spark, path, [("a", "x", 1, "p0")], _opts("COPY_ON_WRITE", "SIMPLE"), "upsert")
-    with pytest.raises(HoodieIndexError, match="does not start with an 8-digit bucket number"):
+    with pytest.raises(HoodieIndexError, match="does not start with an 8-digit bucket number|, but hoodie.bucket"):
         _write(spark, path, [("a", "x", 2, "p0")], _opts("COPY_ON_WRITE", "BUCKET"), "upsert")
     # a bucket table whose number of buckets shrank (no record of it in hoodie.properties, as Java Hudi writes)
     index = HoodieSimpleBucketIndex(spec=create_index(

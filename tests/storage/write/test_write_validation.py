@@ -32,6 +32,10 @@ def table(spark, tmp_path):
     ([(2, "b", None, "p")], SCHEMA, {}, "1 records have a null precombine field 'ts'"),
     ([(2, "b", 1, ".hidden")], SCHEMA, {}, r"partition paths \.hidden start a directory with '\.' or '_'"),
     ([(2, "b", 1, "_tmp")], SCHEMA, {}, "partition paths _tmp start"),
+    # the SIMPLE index counts the batch before its lookup; the others leave the checks to the workload profile
+    ([(2, "b", None, "p")], SCHEMA, {"hoodie.index.type": "SIMPLE"}, "1 records have a null precombine field"),
+    ([(2, "b", 1, ".hidden")], SCHEMA, {"hoodie.index.type": "SIMPLE"}, r"partition paths \.hidden start"),
+    ([(2, "b", None, "p")], SCHEMA, {"hoodie.datasource.write.operation": "insert"}, "null precombine field 'ts'"),
     ([(2, "b", 1, "p")], SCHEMA, {"hoodie.write.concurrency.mode": "many_writers"},
      "unknown hoodie.write.concurrency.mode 'MANY_WRITERS'"),
 ])
