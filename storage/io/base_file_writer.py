@@ -58,6 +58,24 @@ def footer_metadata(record_keys: pa.Array, bloom_options: dict) -> dict[bytes, b
     return KeyFooter(bloom_options).add(record_keys).metadata()
 
 
+_DICTIONARY_SAMPLE = 4096
+
+
+def dictionary_columns(table: pa.Table) -> list[str] | bool:
+    """The columns worth dictionary encoding: those whose first rows repeat values (at most half distinct).
+    A column of unique values (record keys, sequence numbers, random strings) fills a dictionary page, then falls
+    back to plain encoding at the writer's expense: skipping it halves the parquet write time of a typical Hudi
+    file and makes it smaller. Tables with nested columns keep the writer's default (every column)."""
+    sample = table.slice(0, _DICTIONARY_SAMPLE)
+    chosen = []
+    for name, column in zip(sample.column_names, sample.columns):
+        if pa.types.is_nested(column.type):
+            return True
+        if len(column) and pc.count_distinct(column, mode="all").as_py() * 2 <= len(column):
+            chosen.append(name)
+    return chosen
+
+
 def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_options: dict,
                     compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
                     populate_meta_fields: bool = True) -> int:
@@ -65,7 +83,8 @@ def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_op
     meta = footer_metadata(table.column(RECORD_KEY), bloom_options) if populate_meta_fields else {}
     rows_per_group = _rows_per_group(table, row_group_bytes)
     with storage.open_output_stream(path) as out:
-        with pq.ParquetWriter(out, table.schema, compression=compression, write_statistics=True) as writer:
+        with pq.ParquetWriter(out, table.schema, compression=compression, write_statistics=True,
+                              use_dictionary=dictionary_columns(table)) as writer:
             writer.write_table(table, row_group_size=rows_per_group)
             if meta:
                 writer.add_key_value_metadata(meta)
@@ -90,25 +109,34 @@ class BaseFileWriter:
                  compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
                  populate_meta_fields: bool = True):
         self._storage, self._path, self._row_group_bytes = storage, path, row_group_bytes
+        self._schema, self._compression = schema, compression
         self._footer = KeyFooter(bloom_options) if populate_meta_fields else None
         self._out = storage.open_output_stream(path)
-        self._writer = pq.ParquetWriter(self._out, schema, compression=compression, write_statistics=True)
+        self._opened: pq.ParquetWriter | None = None  # opened on the first rows: they choose the dictionary columns
         self.num_rows = 0
+
+    def _writer(self, first: pa.Table | None = None) -> pq.ParquetWriter:
+        if self._opened is None:
+            self._opened = pq.ParquetWriter(self._out, self._schema, compression=self._compression,
+                                            write_statistics=True,
+                                            use_dictionary=dictionary_columns(first) if first is not None else True)
+        return self._opened
 
     def write(self, table: pa.Table) -> None:
         if table.num_rows == 0:
             return
         if self._footer is not None:
             self._footer.add(table.column(RECORD_KEY))
-        self._writer.write_table(table, row_group_size=_rows_per_group(table, self._row_group_bytes))
+        self._writer(table).write_table(table, row_group_size=_rows_per_group(table, self._row_group_bytes))
         self.num_rows += table.num_rows
 
     def close(self) -> int:
         """Finish the file (footer, fsync); returns its size in bytes."""
+        writer = self._writer()
         meta = self._footer.metadata() if self._footer is not None else {}
         if meta:
-            self._writer.add_key_value_metadata(meta)
-        self._writer.close()
+            writer.add_key_value_metadata(meta)
+        writer.close()
         size = self._out.tell()
         self._out.close()
         self._storage.fsync(self._path)
@@ -117,6 +145,7 @@ class BaseFileWriter:
     def abort(self) -> None:
         """Close the streams of a write that failed (the partial file is left for rollback, as its marker says)."""
         try:
-            self._writer.close()
+            if self._opened is not None:
+                self._opened.close()
         finally:
             self._out.close()
