@@ -160,8 +160,9 @@ def _field_parts(column: pa.Array, field: Field) -> list[pa.Array]:
     elif kind == "boolean":
         matrix, lengths = _values(column, False).astype(np.uint8).reshape(n, 1), np.ones(n, np.int64)
     elif kind in _FLOAT:
-        matrix = _values(column, 0.0).astype(_FLOAT[kind]).view(np.uint8).reshape(n, -1)
-        lengths = np.full(n, matrix.shape[1], np.int64)
+        dtype = _FLOAT[kind]
+        matrix = _values(column, 0.0).astype(dtype).view(np.uint8).reshape(n, dtype.itemsize)
+        lengths = np.full(n, dtype.itemsize, np.int64)
     else:  # string / bytes: the length as a long, then the data (a null's data is empty)
         tail = pc.fill_null(column, b"") if column.null_count else column
         matrix, lengths = _varints(_zigzag(pc.binary_length(tail).to_numpy().astype(np.int64)))
