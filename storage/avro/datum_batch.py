@@ -46,6 +46,7 @@ def encode_table_datums(table: pa.Table, schema_json: str) -> pa.LargeBinaryArra
     """The Avro binary datum of each row of `table` under `schema_json`, one value per row."""
     datums = encode_flat_datums(table, schema_json)
     if datums is None:  # not flat, or a column type the columnar encoder leaves to the per-record one
+        logger.debug("encoding %d rows per record: the schema or a column type is not flat", table.num_rows)
         # maps as dicts: fastavro wants dicts, arrow would give lists of pairs
         records = table.to_pylist(maps_as_pydicts="strict")
         datums = pa.array(encode_datums(records, schema_json), pa.large_binary())
