@@ -77,18 +77,19 @@ def encodable_fields(schema_json: str | dict) -> list[Field] | None:
 
 
 def _logical(t: Any) -> str | None:
+    """The logical type encoded here that `t` (or a branch of it) carries on its right base type, or None."""
     if isinstance(t, list):
-        found = [_logical(branch) for branch in t]
-        return next((name for name in found if name), None)
-    if isinstance(t, dict) and t.get("logicalType") in _LOGICAL and t.get("type") == _LOGICAL_BASE[t["logicalType"]]:
+        return next((name for name in map(_logical, t) if name), None)
+    if isinstance(t, dict) and t.get("type") == _LOGICAL_BASE.get(t.get("logicalType")):
         return t["logicalType"]
     return None
 
 
 def _peel(t: Any) -> Any:
+    """`t` with the logical types `_logical` finds replaced by their base type."""
     if isinstance(t, list):
         return [_peel(branch) for branch in t]
-    return t["type"] if isinstance(t, dict) and t.get("logicalType") in _LOGICAL else t
+    return t["type"] if _logical(t) else t
 
 
 # ----------------------------------------------------------------------------------------------- columns

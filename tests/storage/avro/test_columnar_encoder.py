@@ -14,11 +14,15 @@ import pytest
 from storage.avro.columnar_encoder import encodable_fields, encode_flat_datums
 from storage.avro.datum_batch import encode_datums, encode_table_datums
 from storage.exception import HoodieAvroEncodeError
-from storage.file_group.avro_block_content import decode_avro_dicts, decode_avro_records, encode_avro_records, \
-    encode_avro_table
+from storage.file_group.avro_block_content import (
+    decode_avro_dicts,
+    decode_avro_records,
+    encode_avro_records,
+    encode_avro_table,
+)
 from storage.file_group.log_block import AvroDataBlock
 
-UTC = dt.timezone.utc
+UTC = dt.UTC
 # (avro type, arrow type) of every field kind, logical types as the schema converter writes them
 KINDS = {
     "boolean": ("boolean", pa.bool_()),
@@ -121,6 +125,13 @@ def test_chunked_and_sliced_columns():
     ("string", pa.array(["a", None, "b", "a"]).dictionary_encode()),
     ("bytes", pa.array([b"ab", None, b"\0\1"], pa.binary(2))),
     ("bytes", pa.array([b"ab", None, b""], pa.large_binary())),
+    # a timestamp's integer is the instant since the epoch whatever its zone; a naive one is written as UTC
+    ({"type": "long", "logicalType": "timestamp-micros"},
+     pa.array([dt.datetime(2024, 3, 1, 12, 30, 1, 5), None], pa.timestamp("us"))),
+    ({"type": "long", "logicalType": "timestamp-micros"},
+     pa.array([dt.datetime(2024, 3, 1, 12, 30, 1, 5, tzinfo=dt.UTC), None], pa.timestamp("us", tz="Asia/Tokyo"))),
+    ({"type": "long", "logicalType": "timestamp-millis"},
+     pa.array([dt.datetime(1800, 3, 1, 12, 30, 1, 5000), None], pa.timestamp("ms"))),
 ])
 def test_other_arrow_types_of_a_field(avro_type, column):
     schema = _schema([{"name": "a", "type": ["null", avro_type]}])
@@ -134,7 +145,9 @@ def test_other_arrow_types_of_a_field(avro_type, column):
     {"type": "record", "name": "x", "fields": [{"name": "y", "type": "int"}]},
     {"type": "enum", "name": "e", "symbols": ["A"]}, {"type": "fixed", "name": "f", "size": 2},
     {"type": "bytes", "logicalType": "decimal", "precision": 5, "scale": 2},
-    {"type": "string", "logicalType": "uuid"}, {"type": "int", "logicalType": "time-millis"}, "null"])
+    {"type": "string", "logicalType": "uuid"}, {"type": "int", "logicalType": "time-millis"},
+    {"type": "long", "logicalType": "timestamp-nanos"}, ["null", {"type": "int", "logicalType": "timestamp-micros"}],
+    "null"])
 def test_non_flat_schemas_are_left_to_the_per_record_encoder(field_type):
     schema = _schema([{"name": "a", "type": field_type}])
     assert encodable_fields(schema) is None
