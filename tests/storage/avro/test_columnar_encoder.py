@@ -48,7 +48,7 @@ def _value(rng: random.Random, kind: str):
     if kind == "long":
         return rng.choice([0, -1, 2**63 - 1, -(2**63), 2**56, -(2**56) - 1, rng.randint(-(2**40), 2**40)])
     if kind == "float":
-        return float(np.float32(rng.choice([0.0, -0.0, math.inf, -math.inf, 3.4e38, rng.uniform(-1e6, 1e6)])))
+        return float(np.float32(rng.choice([0.0, -0.0, math.nan, math.inf, -math.inf, 3.4e38, rng.uniform(-1e6, 1e6)])))
     if kind == "double":
         return rng.choice([0.0, -0.0, math.nan, math.inf, -math.inf, 1e308, 5e-324, rng.uniform(-1e9, 1e9)])
     if kind == "string":
