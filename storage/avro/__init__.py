@@ -1,6 +1,7 @@
-"""The Avro layer: the binary codec (`decoder` / `encoder`, one datum at a time for any schema; `columnar` for flat
-records in bulk), Avro schemas of table data (converted from/to arrow as Java Hudi spells them), the Avro models
-of timeline metadata, and the single-record Avro container files Java Hudi writes as instant files."""
+"""The Avro layer: the binary codec (`decoder` / `encoder`, one datum at a time for any schema; `columnar` and
+`columnar_encoder` for flat records in bulk), Avro schemas of table data (converted from/to arrow as Java Hudi
+spells them), the Avro models of timeline metadata, and the single-record Avro container files Java Hudi writes
+as instant files."""
 from storage.avro.container import read_avro_container, read_avro_container_with_schema, write_avro_container
 from storage.avro.decoder import BinaryDecoder, DatumReader, decode_datum
 from storage.avro.encoder import BinaryEncoder, DatumWriter, encode_datum

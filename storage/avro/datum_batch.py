@@ -2,9 +2,10 @@
 
 Decoding takes the datums' bounds in a buffer and gives an Arrow table: column by column through the columnar
 decoder when every field is a primitive (what Hudi writes for flat tables), else through fastavro's compiled
-reader, which also resolves a reader schema. Encoding runs fastavro's compiled writer per record (a merge-on-read
-write encodes every upserted row; it measured twice as fast as the pure-Python `DatumWriter`). Every undecodable
-input raises `HoodieAvroDecodeError`.
+reader, which also resolves a reader schema. Encoding a table runs column by column through the columnar encoder
+when its schema is flat (a merge-on-read write encodes every upserted row), else, like encoding records,
+fastavro's compiled writer per record (it measured twice as fast as the pure-Python `DatumWriter`). Every
+undecodable input raises `HoodieAvroDecodeError`.
 """
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from storage.avro.columnar import decode_flat, flat_fields
+from storage.avro.columnar_encoder import encode_flat_datums
 from storage.avro.container import container_bytes
 from storage.avro.schema_converter import avro_to_arrow_schema
 from storage.exception import HoodieAvroDecodeError
@@ -37,6 +39,17 @@ def encode_datums(records: Iterable[Mapping[str, Any]], schema_json: str) -> lis
         out.truncate()
         fastavro.schemaless_writer(out, parsed, record)
         datums.append(out.getvalue())
+    return datums
+
+
+def encode_table_datums(table: pa.Table, schema_json: str) -> pa.LargeBinaryArray:
+    """The Avro binary datum of each row of `table` under `schema_json`, one value per row."""
+    datums = encode_flat_datums(table, schema_json)
+    if datums is None:  # not flat, or a column type the columnar encoder leaves to the per-record one
+        logger.debug("encoding %d rows per record: the schema or a column type is not flat", table.num_rows)
+        # maps as dicts: fastavro wants dicts, arrow would give lists of pairs
+        records = table.to_pylist(maps_as_pydicts="strict")
+        datums = pa.array(encode_datums(records, schema_json), pa.large_binary())
     return datums
 
 

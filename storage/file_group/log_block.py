@@ -26,6 +26,7 @@ from storage.file_group.avro_block_content import (
     decode_avro_dicts,
     decode_avro_records,
     encode_avro_records,
+    encode_avro_table,
     split_avro_content,
 )
 from storage.file_group.delete_record import (
@@ -232,8 +233,9 @@ class AvroDataBlock(HoodieLogBlock):
     @classmethod
     def from_table(cls, table: pa.Table, schema_json: str, instant_time: str,
                    header: Mapping[HeaderKey, str] | None = None) -> "AvroDataBlock":
-        # maps as dicts: fastavro wants dicts, arrow would give lists of pairs
-        return cls.from_records(table.to_pylist(maps_as_pydicts="strict"), schema_json, instant_time, header)
+        """The rows of `table` as a block; flat schemas are encoded column by column (see `encode_avro_table`)."""
+        content = encode_avro_table(table, schema_json)
+        return cls(header=_base_header(instant_time, schema_json, header), content=content)
 
     @classmethod
     def from_records(cls, records: Iterable[Mapping[str, Any]], schema_json: str, instant_time: str,
