@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,7 @@ _TASK, _FILE = "_hoodie_bloom_task", "_hoodie_bloom_file"
 _PAIRS_SCHEMA = f"{_TASK} int, {_FILE} int, {RECORD_KEY} string"
 _MATCHES_SCHEMA = f"{RECORD_KEY} string, {LOC_PARTITION} string, {LOC_FILE_ID} string"
 _RANGE_CACHE_SIZE = 100_000
+_DRIVER_FOOTER_READS = 32  # up to this many uncached footers are read on the driver
 _key_ranges: OrderedDict[tuple[str, int], tuple[str | None, str | None]] = OrderedDict()
 
 
@@ -104,9 +106,7 @@ class HoodieBloomIndex(HoodieIndex):
         cached = {i: _key_ranges[i] for i in ids if self.use_caching and i in _key_ranges}
         missing = [path for path, size in ids if (path, size) not in cached]
         if missing:
-            slices = max(1, min(len(missing), spark.sparkContext.defaultParallelism))
-            options = self.storage_options
-            read = spark.sparkContext.parallelize(missing, slices).map(lambda p: footer_key_range(p, options)).collect()
+            read = _read_key_ranges(spark, missing, self.storage_options)
             fresh = dict(zip(missing, read))
             for path, size in ids:
                 if path in fresh:
@@ -114,6 +114,16 @@ class HoodieBloomIndex(HoodieIndex):
                     if self.use_caching:
                         _remember(_key_ranges, (path, size), fresh[path])
         return [cached[i] for i in ids]
+
+
+def _read_key_ranges(spark: SparkSession, paths: list[str], options: StorageOptions) -> list[tuple]:
+    """Footer key ranges of `paths`: a few (typically the files of the last commit, the others being cached) are read
+    by driver threads, footers only, which costs less than scheduling a Spark job; many in Spark tasks."""
+    if len(paths) <= _DRIVER_FOOTER_READS:
+        with ThreadPoolExecutor(max_workers=min(len(paths), 8)) as pool:
+            return list(pool.map(lambda p: footer_key_range(p, options), paths))
+    slices = max(1, min(len(paths), spark.sparkContext.defaultParallelism))
+    return spark.sparkContext.parallelize(paths, slices).map(lambda p: footer_key_range(p, options)).collect()
 
 
 def _remember(cache: OrderedDict, key, value) -> None:
