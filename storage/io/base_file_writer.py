@@ -80,17 +80,14 @@ def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_op
                     compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
                     populate_meta_fields: bool = True) -> int:
     """Write `table` (meta columns first) to `path`; returns the file size in bytes."""
-    meta = footer_metadata(table.column(RECORD_KEY), bloom_options) if populate_meta_fields else {}
-    rows_per_group = _rows_per_group(table, row_group_bytes)
-    with storage.open_output_stream(path) as out:
-        with pq.ParquetWriter(out, table.schema, compression=compression, write_statistics=True,
-                              use_dictionary=dictionary_columns(table)) as writer:
-            writer.write_table(table, row_group_size=rows_per_group)
-            if meta:
-                writer.add_key_value_metadata(meta)
-        size = out.tell()
-    storage.fsync(path)  # the commit that will name this file must not outlive its content (power loss)
-    return size
+    writer = BaseFileWriter(storage, path, table.schema, bloom_options, compression, row_group_bytes,
+                            populate_meta_fields)
+    try:
+        writer.write(table)
+    except BaseException:
+        writer.abort()
+        raise
+    return writer.close()
 
 
 def _rows_per_group(table: pa.Table, row_group_bytes: int) -> int:

@@ -83,6 +83,16 @@ def _stamp(table: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id:
     return _with_file_name(table, file_name)
 
 
+def written_part(kept: pa.Table | None, new: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id: int,
+                 first_seqno: int = 0) -> pa.Table:
+    """The rows a merge writes to the file `file_name`: the stored survivors `kept` (None for a new file group)
+    renamed to the file, then the incoming versions `new` stamped with this write's meta columns (sequence numbers
+    from `first_seqno`, for a file written in parts); meta columns nulled for tables without meta fields."""
+    new_rows = _stamp(align_to_schema(new, ctx.schema), ctx, file_name, partition_id, first_seqno)
+    output = new_rows if kept is None else pa.concat_tables([_with_file_name(kept, file_name), new_rows])
+    return output if ctx.populate_meta_fields else null_meta_fields(output)
+
+
 def _with_file_name(table: pa.Table, file_name: str) -> pa.Table:
     return table.set_column(table.schema.get_field_index(FILE_NAME), FILE_NAME,
                             constant_array(file_name, table.num_rows, pa.string()))
@@ -96,7 +106,7 @@ def _delete_mask(incoming: pa.Table) -> pa.Array:
     return pc.fill_null(is_delete, False)
 
 
-def _split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Table]:
+def split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Table]:
     """(records to write, delete rows)."""
     is_delete = _delete_mask(incoming)
     return incoming.filter(pc.invert(is_delete)), incoming.filter(is_delete)
@@ -106,7 +116,7 @@ def merge_records(old: pa.Table | None, incoming: pa.Table, ctx: WriteTaskContex
     """(kept stored records, new records to stamp, counts) for one file group: the stored rows (write sequence
     -1) and the incoming ones (0) merged by the record merger with the table's `MergeSpec`, as a merge-on-read
     read or a compaction of the same versions would."""
-    writes, delete_rows = _split_deletes(incoming)
+    writes, delete_rows = split_deletes(incoming)
     if old is None or old.num_rows == 0:
         return old.slice(0, 0) if old is not None else None, writes, {
             "inserts": writes.num_rows, "updates": 0, "deletes": 0}
@@ -181,11 +191,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
         kept, writes, counts = merge_records(old, data, ctx)
         if ctx.sort_records and kept is None:
             writes = writes.sort_by([(RECORD_KEY, "ascending")])  # a bulk insert's sort mode
-        new_rows = _stamp(align_to_schema(writes, schema), ctx, file_name, partition_id)
-        parts = [new_rows] if kept is None else [_with_file_name(kept, file_name), new_rows]
-        output = pa.concat_tables(parts)
-        if not ctx.populate_meta_fields:
-            output = null_meta_fields(output)
+        output = written_part(kept, writes, ctx, file_name, partition_id)
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, target.partition_path, file_name,
                   IOType.MERGE if target.base_file_path else IOType.CREATE)
@@ -269,11 +275,9 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
-    writes, deletes = _split_deletes(data)
+    writes, deletes = split_deletes(data)
     # records in logs carry the file id as their file name, as Hudi's append handle stamps them
-    rows = _stamp(align_to_schema(writes, schema), ctx, target.file_id, partition_id)
-    if not ctx.populate_meta_fields:
-        rows = null_meta_fields(rows)
+    rows = written_part(None, writes, ctx, target.file_id, partition_id)
     storage = ctx.storage
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
     blocks = []

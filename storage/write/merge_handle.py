@@ -24,15 +24,7 @@ from storage.io.base_file_writer import BaseFileWriter
 from storage.io.parquet import iter_row_groups
 from storage.io.storage import HoodieStorage
 from storage.meta_fields import RECORD_KEY
-from storage.write.handle import (
-    _split_deletes,
-    _stamp,
-    _with_file_name,
-    align_to_schema,
-    merge_with_stored,
-    null_meta_fields,
-    stored_rows,
-)
+from storage.write.handle import merge_with_stored, split_deletes, stored_rows, written_part
 from storage.write.task_context import WriteTaskContext
 
 log = logging.getLogger(__name__)
@@ -43,7 +35,7 @@ def stream_merge(base: pq.ParquetFile, incoming: pa.Table, ctx: WriteTaskContext
     """Merge `incoming` (the bucket's rows in the write schema plus the operation column) into the stored rows
     of `base`, writing the new base file `path`. Returns (rows written, counts, file size in bytes)."""
     schema = ctx.schema
-    writes, delete_rows = _split_deletes(incoming)
+    writes, delete_rows = split_deletes(incoming)
     write_keys, delete_keys = writes.column(RECORD_KEY), delete_rows.column(RECORD_KEY)
     matched_writes = np.zeros(writes.num_rows, dtype=bool)  # incoming rows whose key some row group holds
     matched_deletes = np.zeros(delete_rows.num_rows, dtype=bool)
@@ -58,7 +50,7 @@ def stream_merge(base: pq.ParquetFile, incoming: pa.Table, ctx: WriteTaskContext
             deletes_in_group = _holds(delete_keys, keys)
             kept, new, part = merge_with_stored(stored, writes.filter(in_group), delete_rows.filter(deletes_in_group),
                                                 ctx)
-            _write(writer, ctx, schema, kept, new, file_name, partition_id)
+            _write(writer, ctx, kept, new, file_name, partition_id)
             _add(counts, part)
             matched_writes |= in_group.to_numpy(zero_copy_only=False)
             matched_deletes |= deletes_in_group.to_numpy(zero_copy_only=False)
@@ -66,7 +58,7 @@ def stream_merge(base: pq.ParquetFile, incoming: pa.Table, ctx: WriteTaskContext
         rest = writes.filter(pa.array(~matched_writes))
         rest_deletes = delete_rows.filter(pa.array(~matched_deletes))
         kept, new, part = merge_with_stored(schema.empty_table(), rest, rest_deletes, ctx)
-        _write(writer, ctx, schema, kept, new, file_name, partition_id)
+        _write(writer, ctx, kept, new, file_name, partition_id)
         _add(counts, part)
     except BaseException:
         writer.abort()
@@ -82,15 +74,11 @@ def _holds(keys: pa.ChunkedArray, group_keys: pa.Array) -> pa.Array:
     return pc.fill_null(pc.is_in(keys, value_set=group_keys), False).combine_chunks()
 
 
-def _write(writer: BaseFileWriter, ctx: WriteTaskContext, schema: pa.Schema, kept: pa.Table, new: pa.Table,
-           file_name: str, partition_id: int) -> None:
-    """One merged part: the stored survivors, then the incoming versions that won (numbered after the rows of
-    earlier parts, so sequence numbers stay unique in the file)."""
-    new_rows = _stamp(align_to_schema(new, schema), ctx, file_name, partition_id, first_seqno=writer.num_rows)
-    part = pa.concat_tables([_with_file_name(kept, file_name), new_rows])
-    if not ctx.populate_meta_fields:
-        part = null_meta_fields(part)
-    writer.write(part)
+def _write(writer: BaseFileWriter, ctx: WriteTaskContext, kept: pa.Table, new: pa.Table, file_name: str,
+           partition_id: int) -> None:
+    """One merged part, its incoming rows numbered after the rows of earlier parts (sequence numbers stay unique in
+    the file)."""
+    writer.write(written_part(kept, new, ctx, file_name, partition_id, first_seqno=writer.num_rows))
 
 
 def _add(counts: dict, part: dict) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from sqlext.sql.procedures.compaction import _options
+from sqlext.sql.procedures.compaction import procedure_options
 from sqlext.sql.procedures.registry import optional, procedure
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ def run_clustering(call, args):
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = HoodieTableMetaClient.load(ref.path)
     options = {**{k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")},
-               **_options(call, args.get("options"))}
+               **procedure_options(call, args.get("options"))}
     if args.get("order"):
         options["hoodie.clustering.plan.strategy.sort.columns"] = args["order"]
     if args.get("order_strategy"):

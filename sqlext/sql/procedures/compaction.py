@@ -20,7 +20,7 @@ def _service(call):
     return compaction
 
 
-def _options(call, text: str | None) -> dict[str, str]:
+def procedure_options(call, text: str | None) -> dict[str, str]:
     """Hudi's `options` argument: 'k1=v1,k2=v2'."""
     out = {}
     for item in (text or "").split(","):
@@ -51,7 +51,7 @@ def run_compaction(call, args):
     if not meta.table_config.is_mor:
         raise call.error(f"{ref.qualified_name} is a copy-on-write table: compaction applies to merge-on-read tables")
     options = {**{k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")},
-               **_options(call, args.get("options"))}
+               **procedure_options(call, args.get("options"))}
     instants = [t.strip() for t in (args.get("instants") or "").split(",") if t.strip()]
     schedule, execute = _OPS[op]
     if args.get("timestamp") is not None and not instants:

@@ -37,7 +37,7 @@ def _run(call, fn, *args, **kwargs):
            "earliest_commit_to_retain string, last_completed_commit_timestamp string, version int",
            "clean old file versions now (finishes a pending clean first)")
 def run_clean(call, args):
-    from sqlext.sql.procedures.compaction import _options
+    from sqlext.sql.procedures.compaction import procedure_options
     from storage.table_service.clean import run_clean as clean, show_cleans
 
     ref = call.table_ref(args.get("table"), args.get("path"))
@@ -49,7 +49,7 @@ def run_clean(call, args):
              CLK.TRIGGER_STRATEGY.key: args.get("trigger_strategy"),
              CLK.MAX_COMMITS.key: args.get("trigger_max_commits")}
     options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
-               **_options(call, args.get("options"))}
+               **procedure_options(call, args.get("options"))}
     instant = _run(call, clean, call.spark, ref.path, options, force=args.get("trigger_max_commits") is None)
     call.resolver.refresh(ref)
     rows = [c for c in show_cleans(ref.path) if c["instant"].timestamp == instant]
@@ -97,14 +97,14 @@ def show_clean_plans(call, args):
                      optional("options", "string")],
            "result int", "archive old instants now (0 = archived, as Hudi's procedure answers)")
 def archive_commits(call, args):
-    from sqlext.sql.procedures.compaction import _options
+    from sqlext.sql.procedures.compaction import procedure_options
     from storage.table_service.archival import archive
 
     meta = call.meta_client(args)
     given = {AK.MIN_COMMITS_TO_KEEP.key: args.get("min_commits"), AK.MAX_COMMITS_TO_KEEP.key: args.get("max_commits"),
              CLK.COMMITS_RETAINED.key: args.get("retain_commits")}
     options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
-               **_options(call, args.get("options"))}
+               **procedure_options(call, args.get("options"))}
     _run(call, archive, meta, options)
     return [(0,)]
 
