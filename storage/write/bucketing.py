@@ -24,6 +24,7 @@ from storage.write.partitioner import (
     plan_buckets,
     plan_bucket_layout,
     plan_new_file_groups,
+    records_per_new_file,
 )
 from storage.write.task_context import BUCKET_COLUMN
 
@@ -44,6 +45,13 @@ def _average_record_size(meta: HoodieTableMetaClient, config: HoodieConfig, sizi
         stats = meta.active_timeline.commit_metadata(instant).write_stats()
         totals.append((sum(s.totalWriteBytes for s in stats), sum(s.numWrites for s in stats)))
     return average_record_size(totals, sizing, config.get(WK.RECORD_SIZE_ESTIMATION_THRESHOLD))
+
+
+def new_file_records(meta: HoodieTableMetaClient, config: HoodieConfig) -> int:
+    """Records per new file group (the file size limit over the table's average record size): where a bulk insert
+    that writes without a plan rolls over to its next file."""
+    sizing = sizing_config(config)
+    return records_per_new_file(sizing, _average_record_size(meta, config, sizing))
 
 
 def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, profile: WorkloadProfile | None,

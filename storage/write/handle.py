@@ -70,6 +70,15 @@ def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+def incoming_rows(incoming: pa.Table, ctx: WriteTaskContext) -> pa.Table:
+    """A task's incoming records in the write's schema, with the operation column and (when given) the soft-delete
+    marker `_hoodie_is_deleted` as side columns."""
+    data = align_to_schema(incoming, pa.schema(list(ctx.schema) + [pa.field(OP_COLUMN, pa.int8())]))
+    if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
+        data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
+    return data
+
+
 def _stamp(table: pa.Table, ctx: WriteTaskContext, file_name: str, partition_id: int,
            first_seqno: int = 0) -> pa.Table:
     """Meta columns of freshly written records (sequence numbers from `first_seqno`, for files written in parts)."""
@@ -176,13 +185,10 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     target = ctx.targets[ctx.placement[placement]]
     if target.log is not None:
         return append_bucket(incoming, ctx, target, started)
-    schema = ctx.schema
     partition_id, stage_id, attempt_id = task_ids()
     file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
     storage = ctx.storage
-    data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
-    if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
-        data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
+    data = incoming_rows(incoming, ctx)
     base, base_size = open_parquet(storage, target.base_file_path) if target.base_file_path else (None, 0)
     # a base file over hoodie.memory.merge.max.size is merged one row group at a time (storage.write.merge_handle)
     streaming = base is not None and base_size > ctx.merge_max_size
@@ -269,12 +275,9 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     from storage.file_group.delete_record import DeleteRecord
     from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetDataBlock
 
-    schema = ctx.schema
     partition_id, stage_id, attempt_id = task_ids()
     token = make_write_token(partition_id, stage_id, attempt_id)
-    data = align_to_schema(incoming, pa.schema(list(schema) + [pa.field(OP_COLUMN, pa.int8())]))
-    if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
-        data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
+    data = incoming_rows(incoming, ctx)
     writes, deletes = split_deletes(data)
     # records in logs carry the file id as their file name, as Hudi's append handle stamps them
     rows = written_part(None, writes, ctx, target.file_id, partition_id)

@@ -120,6 +120,14 @@ def plan_buckets(profile: WorkloadProfile, small_files: dict[str, list[SmallFile
     return BucketPlan(buckets)
 
 
+def records_per_new_file(sizing: SizingConfig, avg_record_size: int) -> int:
+    """Records of a new file group: `hoodie.parquet.max.file.size` over the average record size, or
+    `hoodie.copyonwrite.insert.split.size` when auto split is off."""
+    if sizing.auto_split:
+        return max(1, sizing.max_file_size // avg_record_size)
+    return max(1, sizing.insert_split_size)
+
+
 def _assign_inserts(partition: str, total: int, small: list[SmallFile], sizing: SizingConfig, avg: int,
                     buckets: list[BucketInfo], by_group: dict[tuple[str, str], BucketInfo]) -> None:
     if total <= 0:
@@ -141,7 +149,7 @@ def _assign_inserts(partition: str, total: int, small: list[SmallFile], sizing: 
         assigned.append((bucket, take))
         remaining -= take
     if remaining > 0:
-        per_bucket = max(1, sizing.max_file_size // avg) if sizing.auto_split else max(1, sizing.insert_split_size)
+        per_bucket = records_per_new_file(sizing, avg)
         n_new = math.ceil(remaining / per_bucket)
         base = remaining // n_new
         extra = remaining % n_new

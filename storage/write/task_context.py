@@ -74,6 +74,7 @@ class WriteTaskContext:
     requests: Any = None  # accumulator of the tasks' storage requests (storage.io.request_metrics)
     sort_records: bool = False  # hoodie.bulkinsert.sort.mode GLOBAL_SORT / PARTITION_SORT: new files sorted by key
     merge_max_size: int = WK.MERGE_MAX_SIZE.default  # hoodie.memory.merge.max.size: larger base files merge streamed
+    records_per_file: int = 0  # a bulk insert without a plan (storage.write.bulk_insert_handle): rolls over here
 
     @property
     def schema(self) -> pa.Schema:

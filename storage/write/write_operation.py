@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -41,13 +42,14 @@ from storage.timeline.instant import Action, HoodieInstant
 from storage.transaction.concurrent_operation import ConcurrentOperation
 from storage.transaction.conflict_resolution import TimelineSnapshot, check_strategy, resolve_conflicts
 from storage.transaction.transaction_manager import NEVER, TransactionManager, failed_writes_policy
-from storage.write.bucketing import assign_buckets, plan_write
+from storage.write.bucketing import assign_buckets, new_file_records, plan_write
 from storage.write.commit import (
     commit_metadata,
     inflight_content,
     post_commit,
     requested_content,
 )
+from storage.write.bulk_insert_handle import rolling_write_udf
 from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position, shuffle_parallelism, sort_mode
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
@@ -129,6 +131,7 @@ class Located:
     plan: BucketPlan
     snapshot: TimelineSnapshot  # the timeline the write planned against (conflict resolution)
     txn: TransactionManager
+    rolling: bool = False  # a bulk insert whose tasks write their own new files (storage.write.bulk_insert_handle)
 
 
 @dataclass
@@ -239,7 +242,13 @@ class WriteOperation:
                                               "the index lookup matched it more than once")
             plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)
             check_clustering_updates(meta, self.config, plan.update_bucket_of())
-            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn)
+            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, self._rolls(bucketed))
+
+    def _rolls(self, bucketed: bool) -> bool:
+        """Whether the write tasks name their own new files, one pass over the batch without a shuffle: a bulk
+        insert in input order (sort mode NONE) that no bucket layout places."""
+        return (self.operation is WriteOperationType.BULK_INSERT and not bucketed
+                and sort_mode(self.config, self.operation) is BulkInsertSortMode.NONE)
 
     def _rollback_failed_writes(self, meta: HoodieTableMetaClient, txn: TransactionManager) -> None:
         """hoodie.cleaner.policy.failed.writes: EAGER and LAZY both roll back, before the write, the pending writes
@@ -261,7 +270,8 @@ class WriteOperation:
         requested, heartbeat = self._start_commit(located, action)
         instant_time = requested.timestamp
         ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
-                                  sort_records=sort_mode(self.config, op).sorts_files)
+                                  sort_records=sort_mode(self.config, op).sorts_files,
+                                  records_per_file=new_file_records(meta, self.config) if located.rolling else 0)
         try:
             metadata = self._publish(located, prepared, ctx, requested)
         finally:
@@ -297,10 +307,16 @@ class WriteOperation:
         op, meta, instant_time = self.operation, located.meta, requested.timestamp
         timeline = meta.active_timeline
         try:
-            inflight = timeline.transition_to_inflight(requested, inflight_content(op, located.plan))
+            # tasks that name their own files have no plan to record (Hudi's row writer leaves the inflight empty)
+            workload = BucketPlan([]) if located.rolling else located.plan
+            inflight = timeline.transition_to_inflight(requested, inflight_content(op, workload))
             crash_point("write.after_inflight")
-            key_ordered = sort_mode(self.config, op) is BulkInsertSortMode.GLOBAL_SORT
-            stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx, key_ordered)
+            if located.rolling:
+                explicit = shuffle_parallelism(self.config, op) > 0  # hoodie.bulkinsert.shuffle.parallelism
+                stats = _run_rolling_writes(located.tagged, ctx, None if explicit else prepared.num_records)
+            else:
+                key_ordered = sort_mode(self.config, op) is BulkInsertSortMode.GLOBAL_SORT
+                stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx, key_ordered)
             metadata = commit_metadata(op, stats, prepared.schema, prepared.settings, located.fs_view,
                                        prepared.partitions)
             crash_point("write.before_commit")
@@ -350,6 +366,17 @@ def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan, c
     position = key_rank_position() if key_ordered else None
     assigned = assign_buckets(spark, tagged, plan, keys, position).repartition(len(plan), BUCKET_COLUMN)
     rows = assigned.groupBy(BUCKET_COLUMN).applyInArrow(write_bucket_udf(ctx), STAT_SCHEMA_DDL).collect()
+    return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
+
+
+def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, num_records: int | None) -> list[HoodieWriteStat]:
+    """Each task of `records` writes its own new files (storage.write.bulk_insert_handle); one pass, no shuffle.
+    A batch of `num_records` runs in no more tasks than it fills files: each task writes at least one file per
+    partition it holds, so a small batch spread over many input partitions would otherwise leave small files
+    (Hudi's row writer does; a coalesce costs no shuffle)."""
+    if num_records is not None:
+        records = records.coalesce(max(1, math.ceil(num_records / max(1, ctx.records_per_file))))
+    rows = records.mapInArrow(rolling_write_udf(ctx), STAT_SCHEMA_DDL).collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 
 

@@ -1,5 +1,6 @@
 """A Spark task that fails after writing its file is retried (local[1,2]: two attempts per task); the retried
-attempt writes a second file for the same file group and instant. The commit reconciles against the markers:
+attempt writes a second file for the same file group and instant (a bulk insert's task: for a file group of its
+own naming). The commit reconciles against the markers:
 the failed attempt's file is deleted before publishing, the commit names exactly one file per file group, and
 readers (this engine, hudi-rs) see the right rows, on copy-on-write and merge-on-read."""
 from __future__ import annotations
@@ -21,8 +22,9 @@ SCHEMA = "id int, name string, ts long, dt string"
 COLS = ["id", "name", "ts", "dt"]
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_retried_task_leaves_one_file_per_file_group(spark, tmp_path, table_type):
+@pytest.mark.parametrize("table_type,first_operation", [("COPY_ON_WRITE", "upsert"), ("MERGE_ON_READ", "upsert"),
+                                                          ("COPY_ON_WRITE", "bulk_insert")])
+def test_retried_task_leaves_one_file_per_file_group(spark, tmp_path, table_type, first_operation):
     path = str(tmp_path / "t")
     opts = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
@@ -32,8 +34,9 @@ def test_retried_task_leaves_one_file_per_file_group(spark, tmp_path, table_type
         import sqlext
         spark = sqlext.session(master="local[1,2]", conf={{"spark.ui.enabled": "false",
                                "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false"}})
-        for batch in ({first!r}, {second!r}):
-            spark.createDataFrame(batch, {SCHEMA!r}).write.format("hudi").options(**{opts!r}).mode("append").save({path!r})
+        for batch, operation in (({first!r}, {first_operation!r}), ({second!r}, "upsert")):
+            spark.createDataFrame(batch, {SCHEMA!r}).write.format("hudi").options(**{opts!r}) \
+                .option("hoodie.datasource.write.operation", operation).mode("append").save({path!r})
     """)
     env = {**os.environ, TASK_FAILURE_ENV_VAR: "write.task_after_file"}
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(tmp_path), capture_output=True, timeout=600)

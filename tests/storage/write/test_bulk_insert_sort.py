@@ -57,13 +57,17 @@ def test_bulk_insert_sort_modes(spark, tmp_path, mode):
         .options(**_opts(**{"hoodie.bulkinsert.sort.mode": mode})) \
         .option("hoodie.datasource.write.operation", "bulk_insert").mode("append").save(path)
     files = _file_keys(path)
-    assert len(files) == 4 and sum(map(len, files)) == 200  # 200 records of p0, 60 per file
+    assert sum(map(len, files)) == 200 and max(map(len, files)) <= 60  # 200 records of p0, up to 60 per file
+    if mode == "NONE":  # no shuffle: each of the 3 input tasks rolls its own files (~67 records: 60 + the rest)
+        assert 4 <= len(files) <= 6
+    else:  # planned: 200 records in ceil(200 / 60) files
+        assert len(files) == 4
     sorted_files = all(keys == sorted(keys) for keys in files)
     if mode == "GLOBAL_SORT":
         assert sorted_files and not _overlapping(files)
     elif mode == "PARTITION_SORT":
         assert sorted_files and _overlapping(files)
-    else:  # the input order, uniform hash shares: both fail (what makes the assertions above meaningful)
+    else:  # the input order: both fail (what makes the assertions above meaningful)
         assert not sorted_files and _overlapping(files)
     want = rows([dict(zip(COLS, r)) for r in data], COLS)
     assert arrow_rows(hudi_rs_read(path), COLS) == want

@@ -1,0 +1,167 @@
+"""Bulk insert without a shuffle: Hudi's row-writer bulk insert (BulkInsertDataInternalWriterHelper) with
+`hoodie.bulkinsert.sort.mode=NONE`.
+
+Each Spark task writes the records it holds, in their input order: one open base file per partition path it
+meets, rolled over to a new file group once the file holds `records_per_file` records (hoodie.parquet.max.file.size
+over the average record size, as the planner sizes new file groups). Tasks name their file groups themselves (a
+fresh file id per file), so the write needs no plan of file groups and no shuffle of the batch into them: one
+pass over the input. Each file is announced by a CREATE marker before it is opened, so the files of a failed task
+attempt are removed before the commit like those of any other write. Records wait per partition for a whole row
+group (`hoodie.parquet.block.size`, at most 64 MB of Arrow memory): a task holds at most one row group per open
+file.
+"""
+from __future__ import annotations
+
+import json
+import time
+from typing import Iterator
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id, write_partition_metadata
+from storage.io.base_file_writer import BaseFileWriter
+from storage.io.request_metrics import counted_in_task
+from storage.meta_fields import PARTITION_PATH
+from storage.testing.crash_points import fail_task_once
+from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
+from storage.write.handle import incoming_rows, split_deletes, task_ids, written_part
+from storage.write.markers import IOType, create_marker
+from storage.write.task_context import WriteTaskContext
+
+_MAX_BUFFER_BYTES = 64 * 1024 * 1024
+_CHUNK_ROWS = 65536
+
+
+def by_partition(rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    """The rows of each partition path, in input order within each (one stable sort, then slices)."""
+    paths = rows.column(PARTITION_PATH)
+    if rows.num_rows == 0:
+        return
+    first = paths[0].as_py()
+    if pc.all(pc.equal(paths, first)).as_py():
+        yield first, rows
+        return
+    rows = rows.take(pc.sort_indices(paths))  # stable: input order kept within a partition
+    start = 0
+    for run in pc.value_counts(rows.column(PARTITION_PATH)).to_pylist():
+        yield run["values"], rows.slice(start, run["counts"])
+        start += run["counts"]
+
+
+class _PartitionFiles:
+    """The files one task writes into one partition: the open one, and the records waiting for its next row group."""
+
+    def __init__(self, ctx: WriteTaskContext, partition: str, partition_id: int, token: str):
+        self.ctx, self.partition, self.partition_id, self.token = ctx, partition, partition_id, token
+        self.pending: list[pa.Table] = []
+        self.pending_rows = self.pending_bytes = 0
+        self.writer: BaseFileWriter | None = None
+        self.file_id = self.file_name = ""
+        self.rows = 0  # records in the open file
+        self.files = 0
+        self.started = 0.0
+        self.stats: list[HoodieWriteStat] = []
+
+    def add(self, rows: pa.Table) -> None:
+        self.pending.append(rows)
+        self.pending_rows += rows.num_rows
+        self.pending_bytes += rows.nbytes
+        while self.pending_rows and self.pending_rows >= self._room():  # the open file fills up: roll over
+            self._flush(self._room())
+            self._close()
+        if self.pending_bytes >= min(self.ctx.row_group_bytes, _MAX_BUFFER_BYTES):
+            self._flush(self.pending_rows)
+
+    def finish(self) -> list[HoodieWriteStat]:
+        if self.pending_rows:
+            self._flush(self.pending_rows)
+        if self.writer is not None:
+            self._close()
+        return self.stats
+
+    def abort(self) -> None:
+        if self.writer is not None:
+            self.writer.abort()
+
+    def _room(self) -> int:
+        return max(1, self.ctx.records_per_file) - self.rows
+
+    def _flush(self, n: int) -> None:
+        """The first `n` waiting records into the open file (opened here if none is)."""
+        waiting = pa.concat_tables(self.pending) if len(self.pending) > 1 else self.pending[0]
+        head, rest = waiting.slice(0, n), waiting.slice(n)
+        self.pending = [rest] if rest.num_rows else []
+        self.pending_rows, self.pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
+        if self.writer is None:
+            self._open()
+        self.writer.write(written_part(None, head, self.ctx, self.file_name, self.partition_id, self.rows))
+        self.rows += n
+
+    def _open(self) -> None:
+        ctx = self.ctx
+        storage = ctx.storage
+        self.started = time.time()
+        self.file_id = new_file_id(self.files)
+        self.file_name = make_base_file_name(self.file_id, self.token, ctx.instant_time)
+        if self.files == 0:
+            write_partition_metadata(storage, ctx.base_path, self.partition, ctx.instant_time)
+        create_marker(storage, ctx.marker_dir, self.partition, self.file_name, IOType.CREATE)
+        self.writer = BaseFileWriter(storage, join_path(ctx.base_path, self.partition, self.file_name), ctx.schema,
+                                     ctx.bloom_options, ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
+        self.files += 1
+
+    def _close(self) -> None:
+        ctx, writer = self.ctx, self.writer
+        size = writer.close()
+        ctx.storage.fsync(join_path(ctx.base_path, self.partition))  # the file's name is durable too
+        fail_task_once("write.task_after_file")
+        took = int((time.time() - self.started) * 1000)
+        self.stats.append(HoodieWriteStat(
+            fileId=self.file_id,
+            path=f"{self.partition}/{self.file_name}" if self.partition else self.file_name,
+            prevCommit=NULL_COMMIT, numWrites=writer.num_rows, numDeletes=0, numUpdateWrites=0,
+            numInserts=writer.num_rows, totalWriteBytes=size, partitionPath=self.partition, fileSizeInBytes=size,
+            runtimeStats=RuntimeStats(0, 0, took)))
+        self.writer, self.rows = None, 0
+
+
+def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """Spark's Arrow batches (10,000 rows by default) gathered into tables of at least `_CHUNK_ROWS` rows: the
+    per-table steps (schema alignment, the split by partition) cost the same for a small table as for a large one."""
+    held: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        if rows >= _CHUNK_ROWS:
+            yield pa.Table.from_batches(held)
+            held, rows = [], 0
+    if held:
+        yield pa.Table.from_batches(held)
+
+
+def rolling_write_udf(ctx: WriteTaskContext):
+    """The function given to `mapInArrow`: a task's records in, one JSON write stat per file it wrote out."""
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition_id, stage_id, attempt_id = task_ids()
+        token = make_write_token(partition_id, stage_id, attempt_id)
+        files: dict[str, _PartitionFiles] = {}
+        with counted_in_task(ctx.requests):
+            try:
+                for chunk in _chunks(batches):
+                    writes, _ = split_deletes(incoming_rows(chunk, ctx))
+                    for partition, rows in by_partition(writes):
+                        if partition not in files:
+                            files[partition] = _PartitionFiles(ctx, partition, partition_id, token)
+                        files[partition].add(rows)
+                stats = [stat for handle in files.values() for stat in handle.finish()]
+            except BaseException:
+                for handle in files.values():
+                    handle.abort()
+                raise
+        yield pa.RecordBatch.from_pydict({"stat": [json.dumps(s.to_json_dict()) for s in stats]},
+                                         schema=pa.schema([("stat", pa.string())]))
+
+    return run
