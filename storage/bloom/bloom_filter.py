@@ -353,6 +353,10 @@ class DynamicBloomFilter(BloomFilter):
         """Java `currentNbRecord`: keys added since the last row was opened (keeps counting past the bound)."""
         return self._current
 
+    def set_bound(self, max_entries: int) -> None:
+        """The bound on rows * entries per row a filter read back lacks, so that it grows as when it was built."""
+        self._max_entries = max_entries
+
     @property
     def rows(self) -> tuple[SimpleBloomFilter, ...]:
         return tuple(self._rows)
@@ -477,6 +481,23 @@ def deserialize_bloom_filter(type_code: str | bytes | None, text: str | bytes) -
     if _normalize_type_code(type_code) == SIMPLE:
         return _read_simple(reader)
     return _read_dynamic(reader)
+
+
+def continued_bloom_filter(stored: BloomFilter, filter_type: str = DYNAMIC_V0, num_entries: int = 60000,
+                           fpp: float = 1e-9, max_entries: int = 100000) -> Optional[BloomFilter]:
+    """`stored` (a file's footer filter) ready to take more keys as a filter of these settings being built would,
+    or None when it was built with other settings. A dynamic filter gets back its bound on rows (Java does not
+    serialize it: read back, it would put every further key into its existing rows)."""
+    fresh = create_bloom_filter(filter_type, num_entries, fpp, max_entries)
+    if (type(fresh) is not type(stored)
+            or (fresh.vector_size, fresh.num_hashes, fresh.hash_type) != (stored.vector_size, stored.num_hashes,
+                                                                          stored.hash_type)):
+        return None
+    if isinstance(stored, DynamicBloomFilter):
+        if stored.num_entries != fresh.num_entries:
+            return None
+        stored.set_bound(fresh.max_entries)
+    return stored
 
 
 def create_bloom_filter(filter_type: str = DYNAMIC_V0, num_entries: int = 60000, fpp: float = 1e-9,

@@ -2,6 +2,8 @@
 footer entries Hudi's bloom index reads (bloom filter, min/max record key)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -11,6 +13,7 @@ from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.meta_fields import RECORD_KEY
 from storage.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
+    BloomFilter,
     BLOOM_FILTER_TYPE_CODE_KEY,
     MAX_RECORD_KEY_FOOTER,
     MIN_RECORD_KEY_FOOTER,
@@ -23,11 +26,24 @@ def bloom_options_of(config: HoodieConfig) -> dict:
             "fpp": config.get(WK.BLOOM_FPP), "max_entries": config.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES)}
 
 
-class KeyFooter:
-    """The footer entries of a file's record keys, gathered as keys are written (bloom filter and key range)."""
+@dataclass(frozen=True)
+class BloomSeed:
+    """A merge's head start on its file's bloom filter: the filter of the base file it rewrites, which holds the
+    keys of the file's first `rows` rows (the stored records it keeps) already."""
 
-    def __init__(self, bloom_options: dict):
-        self._bloom = create_bloom_filter(**bloom_options)
+    bloom: BloomFilter
+    rows: int
+
+
+class KeyFooter:
+    """The footer entries of a file's record keys, gathered as keys are written (bloom filter and key range).
+    With a `seed`, the seeded rows' keys only widen the key range, and later keys the filter may hold already
+    (updated records) are not added twice: the filter holds every key of the file, as one built afresh does."""
+
+    def __init__(self, bloom_options: dict, seed: BloomSeed | None = None):
+        self._bloom = seed.bloom if seed is not None else create_bloom_filter(**bloom_options)
+        self._seeded = seed.rows if seed is not None else 0
+        self._probe = seed is not None
         self._min: str | None = None
         self._max: str | None = None
 
@@ -35,7 +51,13 @@ class KeyFooter:
         keys = record_keys.drop_null() if record_keys.null_count else record_keys
         if len(keys) == 0:
             return self
-        self._bloom.add_keys(keys)
+        skip = min(self._seeded, len(keys))
+        self._seeded -= skip
+        fresh = keys.slice(skip) if skip else keys
+        if self._probe and len(fresh):
+            fresh = fresh.filter(pa.array(~self._bloom.might_contain_many(fresh)))
+        if len(fresh):
+            self._bloom.add_keys(fresh)
         bounds = pc.min_max(keys)
         low, high = bounds["min"].as_py(), bounds["max"].as_py()
         self._min = low if self._min is None else min(self._min, low)
@@ -78,10 +100,10 @@ def dictionary_columns(table: pa.Table) -> list[str] | bool:
 
 def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_options: dict,
                     compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
-                    populate_meta_fields: bool = True) -> int:
+                    populate_meta_fields: bool = True, bloom_seed: BloomSeed | None = None) -> int:
     """Write `table` (meta columns first) to `path`; returns the file size in bytes."""
     writer = BaseFileWriter(storage, path, table.schema, bloom_options, compression, row_group_bytes,
-                            populate_meta_fields)
+                            populate_meta_fields, bloom_seed)
     try:
         writer.write(table)
     except BaseException:
@@ -104,10 +126,10 @@ class BaseFileWriter:
 
     def __init__(self, storage: HoodieStorage, path: str, schema: pa.Schema, bloom_options: dict,
                  compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
-                 populate_meta_fields: bool = True):
+                 populate_meta_fields: bool = True, bloom_seed: BloomSeed | None = None):
         self._storage, self._path, self._row_group_bytes = storage, path, row_group_bytes
         self._schema, self._compression = schema, compression
-        self._footer = KeyFooter(bloom_options) if populate_meta_fields else None
+        self._footer = KeyFooter(bloom_options, bloom_seed) if populate_meta_fields else None
         self._out = storage.open_output_stream(path)
         self._opened: pq.ParquetWriter | None = None  # opened on the first rows: they choose the dictionary columns
         self.num_rows = 0

@@ -12,6 +12,7 @@ import time
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from storage.arrow_util import constant_array, row_numbers
 from storage.config import WriteConfigKeys as WK
@@ -21,7 +22,8 @@ from storage.fs_utils import (
     make_write_token,
     write_partition_metadata,
 )
-from storage.io.base_file_writer import write_base_file
+from storage.bloom import continued_bloom_filter
+from storage.io.base_file_writer import BloomSeed, write_base_file
 from storage.io.parquet import open_parquet
 from storage.io.request_metrics import counted_in_task
 from storage.meta_fields import (
@@ -47,6 +49,8 @@ from storage.write.task_context import (
 )
 
 log = logging.getLogger(__name__)
+
+_ARROW_WRITER = "parquet-cpp"  # `created_by` of the parquet files this engine writes
 
 
 def task_ids() -> tuple[int, int, int]:
@@ -209,8 +213,9 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
                  WK.MERGE_MAX_SIZE.key, ctx.merge_max_size)
         written, counts, size = stream_merge(base, data, ctx, storage, path, file_name, partition_id)
     else:
+        seed = bloom_seed(base, target.base_file_path, kept, counts["deletes"], ctx) if base is not None else None
         size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
-                               ctx.populate_meta_fields)
+                               ctx.populate_meta_fields, seed)
         written = output.num_rows
     storage.fsync(join_path(ctx.base_path, target.partition_path))  # the file's name is durable too
     fail_task_once("write.task_after_file")
@@ -228,6 +233,23 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
         fileSizeInBytes=size,
         runtimeStats=RuntimeStats(0, took if base is not None else 0, took if base is None else 0),
     )
+
+
+def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, deleted: int,
+               ctx: WriteTaskContext) -> BloomSeed | None:
+    """The rewritten file's own bloom filter, as the start of the new file's: it holds the kept records' keys already,
+    so only the incoming keys are hashed (Hudi hashes every key again; the filter holds the same keys). Only a filter
+    this engine wrote (an Arrow-written file: Java-written footers were seen not to cover their keys), of the
+    write's settings, and not when records were deleted (the filter would keep their keys)."""
+    if kept is None or deleted or not ctx.populate_meta_fields or not kept.num_rows:
+        return None
+    if not str(base.metadata.created_by or "").startswith(_ARROW_WRITER):
+        return None
+    from storage.index.key_lookup import trusted_bloom_filter
+
+    stored = trusted_bloom_filter(base.metadata.metadata or {}, path)
+    bloom = continued_bloom_filter(stored, **ctx.bloom_options) if stored is not None else None
+    return BloomSeed(bloom, kept.num_rows) if bloom is not None else None
 
 
 def stored_rows(table: pa.Table, ctx: WriteTaskContext) -> pa.Table:

@@ -1,0 +1,104 @@
+"""A copy-on-write merge starts the rewritten file's bloom filter from the old file's (storage.write.handle.bloom_seed):
+the result holds the same keys as a filter built afresh and, while the keys fit the filter's rows, is the same
+bytes; Java-written files, deletes and other filter settings build afresh."""
+from __future__ import annotations
+
+import glob
+import os
+from types import SimpleNamespace
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hudi_oracle import arrow_rows, hudi_rs_read, rows
+
+from storage.bloom import (
+    BLOOM_FILTER_FOOTER_KEY,
+    BLOOM_FILTER_TYPE_CODE_KEY,
+    continued_bloom_filter,
+    create_bloom_filter,
+    deserialize_bloom_filter,
+)
+from storage.io.base_file_writer import BloomSeed, KeyFooter, footer_metadata
+from storage.write.handle import bloom_seed
+
+SCHEMA = "id string, name string, ts long, dt string"
+COLS = ["id", "name", "ts", "dt"]
+
+
+def _keys(lo: int, hi: int) -> pa.Array:
+    return pa.array([f"key{i:06d}" for i in range(lo, hi)])
+
+
+@pytest.mark.parametrize("filter_type", ["SIMPLE", "DYNAMIC_V0"])
+def test_a_seeded_footer_equals_a_fresh_one(filter_type):
+    options = {"filter_type": filter_type, "num_entries": 500, "fpp": 1e-6, "max_entries": 2000}
+    old = _keys(0, 300)
+    stored = deserialize_bloom_filter(filter_type, footer_metadata(old, options)[BLOOM_FILTER_FOOTER_KEY.encode()])
+    kept = old.filter(pa.array([i % 10 != 0 for i in range(300)]))  # 30 records updated
+    incoming = pa.concat_arrays([old.filter(pa.array([i % 10 == 0 for i in range(300)])), _keys(300, 350)])
+    written = pa.concat_arrays([kept, incoming])  # the merged file: kept rows first, then the incoming ones
+    seeded = KeyFooter(options, BloomSeed(continued_bloom_filter(stored, **options), len(kept))).add(written)
+    assert seeded.metadata() == footer_metadata(written, options)
+
+
+def test_a_seeded_dynamic_filter_grows_rows_as_a_fresh_one():
+    options = {"filter_type": "DYNAMIC_V0", "num_entries": 100, "fpp": 1e-6, "max_entries": 1000}
+    stored = deserialize_bloom_filter("DYNAMIC_V0", footer_metadata(_keys(0, 150), options)[b"org.apache.hudi.bloomfilter"])
+    assert stored.max_entries == 0  # not serialized: as read back, further keys would only fill existing rows
+    seeded = KeyFooter(options, BloomSeed(continued_bloom_filter(stored, **options), 150)).add(_keys(0, 420))
+    assert seeded.metadata() == footer_metadata(_keys(0, 420), options)
+    grown = deserialize_bloom_filter("DYNAMIC_V0", seeded.metadata()[b"org.apache.hudi.bloomfilter"])
+    assert grown.num_rows == 5 and grown.might_contain_many(_keys(0, 420)).all()
+
+
+def test_other_settings_are_not_continued():
+    stored = create_bloom_filter("DYNAMIC_V0", 500, 1e-6, 2000)
+    assert continued_bloom_filter(stored, "SIMPLE", 500, 1e-6, 2000) is None
+    assert continued_bloom_filter(stored, "DYNAMIC_V0", 600, 1e-6, 2000) is None
+    assert continued_bloom_filter(stored, "DYNAMIC_V0", 500, 1e-9, 2000) is None
+    assert continued_bloom_filter(stored, "DYNAMIC_V0", 500, 1e-6, 2000) is stored
+
+
+def test_only_this_engines_files_without_deletes_seed(tmp_path):
+    options = {"filter_type": "DYNAMIC_V0", "num_entries": 500, "fpp": 1e-6, "max_entries": 2000}
+    keys = _keys(0, 10)
+    path = str(tmp_path / "f.parquet")
+    pq.write_table(pa.table({"_hoodie_record_key": keys}).replace_schema_metadata(footer_metadata(keys, options)), path)
+    base = pq.ParquetFile(path)
+    ctx = SimpleNamespace(populate_meta_fields=True, bloom_options=options)
+    kept = pa.table({"_hoodie_record_key": keys.slice(2)})
+    seed = bloom_seed(base, path, kept, 0, ctx)
+    assert seed is not None and seed.rows == 8 and seed.bloom.might_contain_many(keys).all()
+    assert bloom_seed(base, path, kept, 1, ctx) is None  # a delete: its key would stay in the filter
+    assert bloom_seed(base, path, None, 0, ctx) is None
+    java = SimpleNamespace(metadata=SimpleNamespace(created_by="parquet-mr version 1.12.3 (build ...)",
+                                                   metadata=base.metadata.metadata))
+    assert bloom_seed(java, path, kept, 0, ctx) is None
+    assert bloom_seed(base, path, kept, 0, SimpleNamespace(populate_meta_fields=True, bloom_options={
+        **options, "num_entries": 100})) is None
+
+
+@pytest.mark.parametrize("filter_type", ["SIMPLE", "DYNAMIC_V0"])
+def test_rewritten_files_carry_the_footer_of_all_their_keys(spark, tmp_path, filter_type):
+    path = str(tmp_path / filter_type)
+    opts = {"hoodie.table.name": "s", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
+            "hoodie.bloom.index.filter.type": filter_type}
+    state = {}
+    for n, (lo, hi) in enumerate([(0, 200), (150, 260), (0, 40), (250, 300)]):
+        batch = [(f"k{i:04d}", f"v{n}", n, f"p{i % 2}") for i in range(lo, hi)]
+        spark.createDataFrame(batch, SCHEMA).write.format("hudi").options(**opts).mode("append").save(path)
+        state.update({r[0]: r for r in batch})
+    latest = {}
+    for f in glob.glob(f"{path}/*/*.parquet"):
+        file_id = os.path.basename(f).split("_")[0]
+        latest[file_id] = max(latest.get(file_id, f), f, key=lambda p: os.path.basename(p).rsplit("_", 1)[1])
+    for f in latest.values():
+        keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).combine_chunks()
+        footer = pq.read_metadata(f).metadata
+        fresh = footer_metadata(keys, {"filter_type": filter_type, "num_entries": 60000, "fpp": 1e-9,
+                                       "max_entries": 100000})
+        assert footer[BLOOM_FILTER_FOOTER_KEY.encode()] == fresh[BLOOM_FILTER_FOOTER_KEY.encode()]
+        assert footer[BLOOM_FILTER_TYPE_CODE_KEY.encode()] == fresh[BLOOM_FILTER_TYPE_CODE_KEY.encode()]
+    assert arrow_rows(hudi_rs_read(path), COLS) == rows([dict(zip(COLS, r)) for r in state.values()], COLS)
