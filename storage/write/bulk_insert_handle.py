@@ -13,7 +13,9 @@ file.
 from __future__ import annotations
 
 import json
+import math
 import time
+from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
@@ -124,6 +126,33 @@ class _PartitionFiles:
             numInserts=writer.num_rows, totalWriteBytes=size, partitionPath=self.partition, fileSizeInBytes=size,
             runtimeStats=RuntimeStats(0, 0, took)))
         self.writer, self.rows = None, 0
+
+
+@dataclass(frozen=True)
+class RollingLayout:
+    """How a bulk insert writes without a plan: `records_per_file` per file, the input coalesced to `tasks` tasks
+    (0: left as it is, `hoodie.bulkinsert.shuffle.parallelism` chose it)."""
+
+    records_per_file: int
+    tasks: int
+
+
+def rolling_layout(counts: dict[str, int] | None, records_per_file: int, explicit_parallelism: bool,
+                   slack: float = 1.25) -> RollingLayout | None:
+    """The layout of a bulk insert of `counts` records per partition written without a plan, or None when it would
+    scatter them over more files than the planned write (each task writes at least one file per partition it holds):
+    the input runs in as many tasks as its largest partition fills files, each holding a share of every partition,
+    which for partitions of similar sizes is the planned number of files; skewed partitions would leave the small
+    ones in many small files, so those are planned (a shuffle) instead."""
+    per_file = max(1, records_per_file)
+    if explicit_parallelism:
+        return RollingLayout(per_file, 0)
+    if not counts:
+        return None
+    tasks = max(math.ceil(c / per_file) for c in counts.values())
+    planned = sum(math.ceil(c / per_file) for c in counts.values())
+    rolling = sum(min(tasks, c) for c in counts.values())
+    return RollingLayout(per_file, tasks) if rolling <= planned * slack else None
 
 
 def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterator
@@ -49,7 +48,7 @@ from storage.write.commit import (
     post_commit,
     requested_content,
 )
-from storage.write.bulk_insert_handle import rolling_write_udf
+from storage.write.bulk_insert_handle import RollingLayout, rolling_layout, rolling_write_udf
 from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position, shuffle_parallelism, sort_mode
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
@@ -131,7 +130,7 @@ class Located:
     plan: BucketPlan
     snapshot: TimelineSnapshot  # the timeline the write planned against (conflict resolution)
     txn: TransactionManager
-    rolling: bool = False  # a bulk insert whose tasks write their own new files (storage.write.bulk_insert_handle)
+    rolling: RollingLayout | None = None  # a bulk insert whose tasks write their own files (bulk_insert_handle)
 
 
 @dataclass
@@ -242,13 +241,18 @@ class WriteOperation:
                                               "the index lookup matched it more than once")
             plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)
             check_clustering_updates(meta, self.config, plan.update_bucket_of())
-            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, self._rolls(bucketed))
+            rolling = self._rolling_layout(meta, bucketed, prepared.counts)
+            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, rolling)
 
-    def _rolls(self, bucketed: bool) -> bool:
-        """Whether the write tasks name their own new files, one pass over the batch without a shuffle: a bulk
-        insert in input order (sort mode NONE) that no bucket layout places."""
-        return (self.operation is WriteOperationType.BULK_INSERT and not bucketed
-                and sort_mode(self.config, self.operation) is BulkInsertSortMode.NONE)
+    def _rolling_layout(self, meta: HoodieTableMetaClient, bucketed: bool,
+                        counts: dict[str, int] | None) -> RollingLayout | None:
+        """Whether (and how) the write tasks name their own new files, one pass over the batch without a shuffle:
+        a bulk insert in input order (sort mode NONE) that no bucket layout places, unless that would scatter
+        its records over many more files than the planned write (`rolling_layout`)."""
+        op = self.operation
+        if op is not WriteOperationType.BULK_INSERT or bucketed or sort_mode(self.config, op) is not BulkInsertSortMode.NONE:
+            return None
+        return rolling_layout(counts, new_file_records(meta, self.config), shuffle_parallelism(self.config, op) > 0)
 
     def _rollback_failed_writes(self, meta: HoodieTableMetaClient, txn: TransactionManager) -> None:
         """hoodie.cleaner.policy.failed.writes: EAGER and LAZY both roll back, before the write, the pending writes
@@ -271,7 +275,7 @@ class WriteOperation:
         instant_time = requested.timestamp
         ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
                                   sort_records=sort_mode(self.config, op).sorts_files,
-                                  records_per_file=new_file_records(meta, self.config) if located.rolling else 0)
+                                  records_per_file=located.rolling.records_per_file if located.rolling else 0)
         try:
             metadata = self._publish(located, prepared, ctx, requested)
         finally:
@@ -312,8 +316,7 @@ class WriteOperation:
             inflight = timeline.transition_to_inflight(requested, inflight_content(op, workload))
             crash_point("write.after_inflight")
             if located.rolling:
-                explicit = shuffle_parallelism(self.config, op) > 0  # hoodie.bulkinsert.shuffle.parallelism
-                stats = _run_rolling_writes(located.tagged, ctx, None if explicit else prepared.num_records)
+                stats = _run_rolling_writes(located.tagged, ctx, located.rolling.tasks)
             else:
                 key_ordered = sort_mode(self.config, op) is BulkInsertSortMode.GLOBAL_SORT
                 stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx, key_ordered)
@@ -369,13 +372,13 @@ def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan, c
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 
 
-def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, num_records: int | None) -> list[HoodieWriteStat]:
+def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -> list[HoodieWriteStat]:
     """Each task of `records` writes its own new files (storage.write.bulk_insert_handle); one pass, no shuffle.
-    A batch of `num_records` runs in no more tasks than it fills files: each task writes at least one file per
-    partition it holds, so a small batch spread over many input partitions would otherwise leave small files
-    (Hudi's row writer does; a coalesce costs no shuffle)."""
-    if num_records is not None:
-        records = records.coalesce(max(1, math.ceil(num_records / max(1, ctx.records_per_file))))
+    The input runs in at most `tasks` tasks (0: as it is): each task writes at least one file per partition it
+    holds, so a batch spread over many input partitions would otherwise leave small files (Hudi's row writer does;
+    a coalesce costs no shuffle)."""
+    if tasks > 0:
+        records = records.coalesce(tasks)
     rows = records.mapInArrow(rolling_write_udf(ctx), STAT_SCHEMA_DDL).collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 

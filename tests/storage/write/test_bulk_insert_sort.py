@@ -58,10 +58,7 @@ def test_bulk_insert_sort_modes(spark, tmp_path, mode):
         .option("hoodie.datasource.write.operation", "bulk_insert").mode("append").save(path)
     files = _file_keys(path)
     assert sum(map(len, files)) == 200 and max(map(len, files)) <= 60  # 200 records of p0, up to 60 per file
-    if mode == "NONE":  # no shuffle: each of the 3 input tasks rolls its own files (~67 records: 60 + the rest)
-        assert 4 <= len(files) <= 6
-    else:  # planned: 200 records in ceil(200 / 60) files
-        assert len(files) == 4
+    assert len(files) == 4  # 200 records in ceil(200 / 60) files (NONE: p1's 100 records would roll over 3 tasks)
     sorted_files = all(keys == sorted(keys) for keys in files)
     if mode == "GLOBAL_SORT":
         assert sorted_files and not _overlapping(files)
