@@ -250,7 +250,8 @@ class WriteOperation:
         a bulk insert in input order (sort mode NONE) that no bucket layout places, unless that would scatter
         its records over many more files than the planned write (`rolling_layout`)."""
         op = self.operation
-        if op is not WriteOperationType.BULK_INSERT or bucketed or sort_mode(self.config, op) is not BulkInsertSortMode.NONE:
+        in_input_order = sort_mode(self.config, op) is BulkInsertSortMode.NONE
+        if op is not WriteOperationType.BULK_INSERT or bucketed or not in_input_order:
             return None
         return rolling_layout(counts, new_file_records(meta, self.config), shuffle_parallelism(self.config, op) > 0)
 

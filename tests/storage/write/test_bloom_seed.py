@@ -44,11 +44,12 @@ def test_a_seeded_footer_equals_a_fresh_one(filter_type):
 
 def test_a_seeded_dynamic_filter_grows_rows_as_a_fresh_one():
     options = {"filter_type": "DYNAMIC_V0", "num_entries": 100, "fpp": 1e-6, "max_entries": 1000}
-    stored = deserialize_bloom_filter("DYNAMIC_V0", footer_metadata(_keys(0, 150), options)[b"org.apache.hudi.bloomfilter"])
+    footer = footer_metadata(_keys(0, 150), options)
+    stored = deserialize_bloom_filter("DYNAMIC_V0", footer[BLOOM_FILTER_FOOTER_KEY.encode()])
     assert stored.max_entries == 0  # not serialized: as read back, further keys would only fill existing rows
     seeded = KeyFooter(options, BloomSeed(continued_bloom_filter(stored, **options), 150)).add(_keys(0, 420))
     assert seeded.metadata() == footer_metadata(_keys(0, 420), options)
-    grown = deserialize_bloom_filter("DYNAMIC_V0", seeded.metadata()[b"org.apache.hudi.bloomfilter"])
+    grown = deserialize_bloom_filter("DYNAMIC_V0", seeded.metadata()[BLOOM_FILTER_FOOTER_KEY.encode()])
     assert grown.num_rows == 5 and grown.might_contain_many(_keys(0, 420)).all()
 
 

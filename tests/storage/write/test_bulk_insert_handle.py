@@ -81,7 +81,8 @@ def test_one_task_rolls_over_at_the_records_per_file_limit(spark, tmp_path):
         seq = [int(s.rsplit("_", 1)[1]) for s in t.column("_hoodie_commit_seqno").to_pylist()]
         assert seq == list(range(t.num_rows))
         footer = pq.read_metadata(f).metadata
-        bloom = deserialize_bloom_filter(footer[b"hoodie_bloom_filter_type_code"], footer[b"org.apache.hudi.bloomfilter"])
+        bloom = deserialize_bloom_filter(footer[b"hoodie_bloom_filter_type_code"],
+                                         footer[b"org.apache.hudi.bloomfilter"])
         assert bloom.might_contain_many(t.column("_hoodie_record_key")).all()
         keys = t.column("_hoodie_record_key").to_pylist()
         assert footer[b"hoodie_min_record_key"].decode() == min(keys)
