@@ -3,6 +3,8 @@ each record's bucket assigned in Spark. The sizing rules themselves are in `stor
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -47,19 +49,29 @@ def _average_record_size(meta: HoodieTableMetaClient, config: HoodieConfig, sizi
     return average_record_size(totals, sizing, config.get(WK.RECORD_SIZE_ESTIMATION_THRESHOLD))
 
 
-def new_file_records(meta: HoodieTableMetaClient, config: HoodieConfig) -> int:
-    """Records per new file group (the file size limit over the table's average record size): where a bulk insert
-    that writes without a plan rolls over to its next file."""
+@dataclass(frozen=True)
+class FileSizing:
+    """A write's file sizing rules and the table's average record size (read from recent commits once per write)."""
+
+    config: SizingConfig
+    avg_record_size: int
+
+    @property
+    def records_per_new_file(self) -> int:
+        """Where a new file group ends: the planner's share, and where a bulk insert without a plan rolls over."""
+        return records_per_new_file(self.config, self.avg_record_size)
+
+
+def file_sizing(meta: HoodieTableMetaClient, config: HoodieConfig) -> FileSizing:
     sizing = sizing_config(config)
-    return records_per_new_file(sizing, _average_record_size(meta, config, sizing))
+    return FileSizing(sizing, _average_record_size(meta, config, sizing))
 
 
 def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, profile: WorkloadProfile | None,
-               fs_view: FileSystemView, counts: dict[str, int]) -> BucketPlan:
+               fs_view: FileSystemView, counts: dict[str, int], file_sizes: FileSizing) -> BucketPlan:
     """Buckets of the write. Without a workload profile (bulk insert, overwrite) every record is new, so the
     per-partition counts of the input say everything."""
-    sizing = sizing_config(config)
-    avg = _average_record_size(meta, config, sizing)
+    sizing, avg = file_sizes.config, file_sizes.avg_record_size
     if profile is None:
         return plan_new_file_groups(counts, sizing, avg)
     if profile.bucketed:

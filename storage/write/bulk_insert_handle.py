@@ -60,7 +60,6 @@ class _PartitionFiles:
         self.pending_rows = self.pending_bytes = 0
         self.writer: BaseFileWriter | None = None
         self.file_id = self.file_name = ""
-        self.rows = 0  # records in the open file
         self.files = 0
         self.started = 0.0
         self.stats: list[HoodieWriteStat] = []
@@ -87,7 +86,8 @@ class _PartitionFiles:
             self.writer.abort()
 
     def _room(self) -> int:
-        return max(1, self.ctx.records_per_file) - self.rows
+        """Records the open file still takes (a file not opened yet: a whole file's)."""
+        return max(1, self.ctx.records_per_file) - (self.writer.num_rows if self.writer is not None else 0)
 
     def _flush(self, n: int) -> None:
         """The first `n` waiting records into the open file (opened here if none is)."""
@@ -97,8 +97,7 @@ class _PartitionFiles:
         self.pending_rows, self.pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
         if self.writer is None:
             self._open()
-        self.writer.write(written_part(None, head, self.ctx, self.file_name, self.partition_id, self.rows))
-        self.rows += n
+        self.writer.write(written_part(None, head, self.ctx, self.file_name, self.partition_id, self.writer.num_rows))
 
     def _open(self) -> None:
         ctx = self.ctx
@@ -125,7 +124,7 @@ class _PartitionFiles:
             prevCommit=NULL_COMMIT, numWrites=writer.num_rows, numDeletes=0, numUpdateWrites=0,
             numInserts=writer.num_rows, totalWriteBytes=size, partitionPath=self.partition, fileSizeInBytes=size,
             runtimeStats=RuntimeStats(0, 0, took)))
-        self.writer, self.rows = None, 0
+        self.writer = None
 
 
 @dataclass(frozen=True)

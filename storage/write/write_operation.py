@@ -41,7 +41,7 @@ from storage.timeline.instant import Action, HoodieInstant
 from storage.transaction.concurrent_operation import ConcurrentOperation
 from storage.transaction.conflict_resolution import TimelineSnapshot, check_strategy, resolve_conflicts
 from storage.transaction.transaction_manager import NEVER, TransactionManager, failed_writes_policy
-from storage.write.bucketing import assign_buckets, new_file_records, plan_write
+from storage.write.bucketing import FileSizing, assign_buckets, file_sizing, plan_write
 from storage.write.commit import (
     commit_metadata,
     inflight_content,
@@ -239,12 +239,13 @@ class WriteOperation:
             if self.require_unique_keys and op is WriteOperationType.UPSERT and profile.written > prepared.num_records:
                 raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
                                               "the index lookup matched it more than once")
-            plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts)
+            sizes = file_sizing(meta, self.config)
+            plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts, sizes)
             check_clustering_updates(meta, self.config, plan.update_bucket_of())
-            rolling = self._rolling_layout(meta, bucketed, prepared.counts)
+            rolling = self._rolling_layout(sizes, bucketed, prepared.counts)
             yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, rolling)
 
-    def _rolling_layout(self, meta: HoodieTableMetaClient, bucketed: bool,
+    def _rolling_layout(self, sizes: FileSizing, bucketed: bool,
                         counts: dict[str, int] | None) -> RollingLayout | None:
         """Whether (and how) the write tasks name their own new files, one pass over the batch without a shuffle:
         a bulk insert in input order (sort mode NONE) that no bucket layout places, unless that would scatter
@@ -253,7 +254,7 @@ class WriteOperation:
         in_input_order = sort_mode(self.config, op) is BulkInsertSortMode.NONE
         if op is not WriteOperationType.BULK_INSERT or bucketed or not in_input_order:
             return None
-        return rolling_layout(counts, new_file_records(meta, self.config), shuffle_parallelism(self.config, op) > 0)
+        return rolling_layout(counts, sizes.records_per_new_file, shuffle_parallelism(self.config, op) > 0)
 
     def _rollback_failed_writes(self, meta: HoodieTableMetaClient, txn: TransactionManager) -> None:
         """hoodie.cleaner.policy.failed.writes: EAGER and LAZY both roll back, before the write, the pending writes
