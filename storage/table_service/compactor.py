@@ -39,6 +39,7 @@ from storage.write.handle import null_meta_fields, task_ids
 from storage.testing.crash_points import crash_point
 from storage.table_service.service_execution import finish_execution, service_commit_metadata, start_execution
 from storage.write.markers import IOType, create_marker
+from storage.write.spark_partitioning import packed_frame
 from storage.exception import HoodieCompactionExecutionError
 
 log = logging.getLogger(__name__)
@@ -193,7 +194,7 @@ def _run_tasks(spark: SparkSession, slices: list[FileSlice], ctx: CompactionTask
     if not slices:
         return []
     rows = [slice_descriptor(s) for s in slices]
-    descriptors = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
+    descriptors = packed_frame(spark, rows, [float(s.total_size()) for s in slices], DESCRIPTOR_SCHEMA)
     out = descriptors.mapInArrow(_compaction_tasks(ctx), "stat string").collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in out]
 

@@ -1,10 +1,13 @@
 """Exact bucket-to-task placement on Spark.
 
 `repartition(n, col)` places a row in task `pmod(murmur3(col, 42), n)`. Hashing bucket ids directly
-leaves ~1/e of tasks empty and doubles others; instead each bucket gets a key whose hash lands it in its
-own task, so n buckets run as n equal tasks.
+leaves ~1/e of tasks empty and doubles others; instead each bucket gets a key whose hash lands it in the task
+chosen for it: its own (n buckets as n tasks), or one of fewer tasks that each write several buckets
+(`pack_tasks`), since every task with Python in it costs a fixed ~20-25 ms here.
 """
 from __future__ import annotations
+
+import heapq
 
 SPARK_HASH_SEED = 42
 _MASK = 0xFFFFFFFF
@@ -32,15 +35,55 @@ def murmur3_hash_int(value: int, seed: int = SPARK_HASH_SEED) -> int:
 
 def placement_keys(num_buckets: int) -> list[int]:
     """keys[b] is an int whose Spark hash partition among `num_buckets` tasks is exactly b."""
-    if num_buckets > EXACT_PLACEMENT_LIMIT:
-        return list(range(num_buckets))  # with this many tasks, hash collisions no longer matter
-    keys: list[int | None] = [None] * num_buckets
-    missing = num_buckets
-    candidate = 0
+    return placement_keys_for(list(range(num_buckets)), num_buckets)
+
+
+def placement_keys_for(task_of_bucket: list[int], num_tasks: int) -> list[int]:
+    """Distinct keys, keys[b] an int whose Spark hash partition among `num_tasks` tasks is `task_of_bucket[b]`."""
+    if num_tasks > EXACT_PLACEMENT_LIMIT:
+        return list(range(len(task_of_bucket)))  # with this many tasks, hash collisions no longer matter
+    waiting: dict[int, list[int]] = {}  # task -> its buckets still without a key
+    for bucket, task in enumerate(task_of_bucket):
+        waiting.setdefault(task, []).append(bucket)
+    keys = [0] * len(task_of_bucket)
+    missing, candidate = len(task_of_bucket), 0
     while missing:
-        target = murmur3_hash_int(candidate) % num_buckets
-        if keys[target] is None:
-            keys[target] = candidate
+        buckets = waiting.get(murmur3_hash_int(candidate) % num_tasks)
+        if buckets:
+            keys[buckets.pop()] = candidate
             missing -= 1
         candidate += 1
-    return keys  # type: ignore[return-value]
+    return keys
+
+
+def pack_tasks(costs: list[float], max_tasks: int) -> tuple[int, list[int]]:
+    """(number of tasks, task of each bucket): the buckets spread over at most `max_tasks` tasks, largest first
+    onto the least loaded task (LPT), so that tasks finish together; one task per bucket when they are few."""
+    if len(costs) <= max_tasks:
+        return len(costs), list(range(len(costs)))
+    loads = [(0.0, t) for t in range(max_tasks)]
+    task_of = [0] * len(costs)
+    for bucket in sorted(range(len(costs)), key=lambda b: -costs[b]):
+        load, task = heapq.heappop(loads)
+        task_of[bucket] = task
+        heapq.heappush(loads, (load + costs[bucket], task))
+    return max_tasks, task_of
+
+
+TASKS_PER_CORE = 2  # tasks per core when file-level jobs are packed: room for cost estimates that are off
+
+
+def max_packed_tasks(spark) -> int:
+    """How many tasks file-level jobs (write buckets, compactions, clustering groups) are packed into."""
+    return TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+
+
+def packed_frame(spark, rows: list[tuple], costs: list[float], schema):
+    """`rows` (one per file-level job) as a DataFrame whose tasks each hold several of them, packed by `costs`
+    (`pack_tasks`): a table service's `mapInArrow` then runs a few Python tasks instead of one per file."""
+    tasks, task_of = pack_tasks(costs, max_packed_tasks(spark))
+    per_task: list[list[tuple]] = [[] for _ in range(tasks)]
+    for row, task in zip(rows, task_of):
+        per_task[task].append(row)
+    # one element per slice: parallelize cuts n elements into n slices of one
+    return spark.createDataFrame(spark.sparkContext.parallelize(per_task, tasks).flatMap(lambda rs: rs), schema)

@@ -22,7 +22,7 @@ from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action
 from storage.write.partitioner import BucketPlan, BucketType
-from storage.write.spark_partitioning import placement_keys
+from storage.write.spark_partitioning import pack_tasks, placement_keys_for
 from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
 from storage.merge.record_merger import RecordMergeMode
 from storage.write.table_settings import TableSettings
@@ -60,6 +60,7 @@ class WriteTaskContext:
     schema_ipc: bytes  # target schema (meta + data columns) as Arrow IPC, to survive pickling exactly
     targets: dict[int, BucketTarget]
     placement: dict[int, int]  # placement key -> bucket id
+    tasks: int = 0  # Spark tasks writing the buckets (each placement key hashes into its bucket's task)
     merge: MergeSpec = MergeSpec(RecordMergeMode.COMMIT_TIME_ORDERING, None)  # how stored and incoming records merge
     bloom_options: dict = field(default_factory=dict)
     compression: str = "snappy"
@@ -91,13 +92,19 @@ def serialize_schema(schema: pa.Schema) -> bytes:
 
 def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settings: TableSettings,
                        instant_time: str, schema: pa.Schema, plan: BucketPlan,
-                       fs_view: FileSystemView, requests: Any = None) -> WriteTaskContext:
-    keys = placement_keys(len(plan))
+                       fs_view: FileSystemView, requests: Any = None, max_tasks: int = 0,
+                       avg_record_size: int = 1024) -> WriteTaskContext:
+    """`max_tasks` > 0: the buckets are packed into at most that many tasks (by their estimated bytes to write,
+    `avg_record_size` per record); 0: one task per bucket."""
+    targets = bucket_targets(meta, plan, fs_view, settings.is_mor)
+    costs = bucket_costs(plan, fs_view, settings.is_mor, avg_record_size)
+    tasks, task_of = pack_tasks(costs, max_tasks) if max_tasks > 0 else (len(plan), list(range(len(plan))))
+    keys = placement_keys_for(task_of, tasks)
     return WriteTaskContext(
         base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
         schema_ipc=serialize_schema(with_meta_columns(schema)),
-        targets=bucket_targets(meta, plan, fs_view, settings.is_mor),
-        placement={keys[b]: b for b in range(len(plan))},
+        targets=targets,
+        placement={keys[b]: b for b in range(len(plan))}, tasks=tasks,
         merge=resolve_merge_spec(meta.table_config.props, settings.precombine, config.props),
         bloom_options=bloom_options_of(config), compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
         row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=settings.populate_meta_fields,
@@ -128,6 +135,17 @@ def bucket_targets(meta: HoodieTableMetaClient, plan: BucketPlan, fs_view: FileS
         targets[b.bucket_id] = BucketTarget(b.bucket_type, b.partition_path, b.file_id,
                                             base.path if base else None, base.instant_time if base else "null", log)
     return targets
+
+
+def bucket_costs(plan: BucketPlan, fs_view: FileSystemView, is_mor: bool, avg_record_size: int) -> list[float]:
+    """Estimated bytes each bucket writes: its records, plus (copy-on-write updates) the base file it rewrites."""
+    sizes = {(s.partition_path, s.file_id): s.base_file.size for s in fs_view.latest_file_slices() if s.base_file}
+    costs = []
+    for b in plan.buckets:
+        rewritten = sizes.get((b.partition_path, b.file_id), 0) if b.bucket_type is BucketType.UPDATE and not is_mor \
+            else 0
+        costs.append(float(rewritten + (b.expected_updates + b.expected_inserts) * avg_record_size))
+    return costs
 
 
 def _pending_compaction_instants(meta: HoodieTableMetaClient) -> dict[tuple[str, str], str]:

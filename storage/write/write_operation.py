@@ -53,6 +53,7 @@ from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
+from storage.write.spark_partitioning import max_packed_tasks
 from storage.write.locate import (
     is_bucketed,
     is_global_index,
@@ -130,6 +131,7 @@ class Located:
     plan: BucketPlan
     snapshot: TimelineSnapshot  # the timeline the write planned against (conflict resolution)
     txn: TransactionManager
+    sizes: FileSizing
     rolling: RollingLayout | None = None  # a bulk insert whose tasks write their own files (bulk_insert_handle)
 
 
@@ -243,7 +245,7 @@ class WriteOperation:
             plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts, sizes)
             check_clustering_updates(meta, self.config, plan.update_bucket_of())
             rolling = self._rolling_layout(sizes, bucketed, prepared.counts)
-            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, rolling)
+            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, sizes, rolling)
 
     def _rolling_layout(self, sizes: FileSizing, bucketed: bool,
                         counts: dict[str, int] | None) -> RollingLayout | None:
@@ -272,7 +274,8 @@ class WriteOperation:
         action = Action.DELTA_COMMIT if settings.is_mor and op.commit_action == Action.COMMIT else op.commit_action
         # built before any instant file exists: a bad option fails the write with nothing to undo
         ctx = build_task_context(meta, self.config, settings, "0", prepared.schema, located.plan,
-                                 located.fs_view, tally.accumulator)
+                                 located.fs_view, tally.accumulator, max_packed_tasks(self.spark),
+                                 located.sizes.avg_record_size)
         requested, heartbeat = self._start_commit(located, action)
         instant_time = requested.timestamp
         ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
@@ -363,13 +366,14 @@ def _is_published(meta: HoodieTableMetaClient, instant_time: str) -> bool:
 
 def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan, ctx: WriteTaskContext,
                      key_ordered: bool = False) -> list[HoodieWriteStat]:
-    """One Spark task per bucket, each writing one file and returning its write stat. `key_ordered`: a
-    partition's new files take contiguous record key ranges (GLOBAL_SORT) instead of uniform hash shares."""
+    """One group per bucket, each writing one file and returning its write stat, in the `ctx.tasks` tasks the
+    buckets were packed into. `key_ordered`: a partition's new files take contiguous record key ranges
+    (GLOBAL_SORT) instead of uniform hash shares."""
     if len(plan) == 0:
         return []
     keys = {b: k for k, b in ctx.placement.items()}
     position = key_rank_position() if key_ordered else None
-    assigned = assign_buckets(spark, tagged, plan, keys, position).repartition(len(plan), BUCKET_COLUMN)
+    assigned = assign_buckets(spark, tagged, plan, keys, position).repartition(ctx.tasks, BUCKET_COLUMN)
     rows = assigned.groupBy(BUCKET_COLUMN).applyInArrow(write_bucket_udf(ctx), STAT_SCHEMA_DDL).collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 

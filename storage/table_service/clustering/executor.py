@@ -38,6 +38,7 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.handle import null_meta_fields, task_ids
 from storage.write.markers import IOType, create_marker
+from storage.write.spark_partitioning import packed_frame
 
 log = logging.getLogger(__name__)
 
@@ -161,12 +162,12 @@ def _descriptor(s: FileSlice) -> dict[str, Any]:
 
 def run_clustering_tasks(spark: SparkSession, groups: list[tuple[list[FileSlice], int]],
                          ctx: ClusteringTaskContext) -> list[HoodieWriteStat]:
-    """One Spark task per group (largest first so the long ones start early)."""
+    """The groups packed by size into a few Spark tasks (`packed_frame`)."""
     if not groups:
         return []
-    ordered = sorted(groups, key=lambda g: -sum(s.total_size() for s in g[0]))
-    rows = [(json.dumps([_descriptor(s) for s in slices]), outputs) for slices, outputs in ordered]
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), _GROUP_SCHEMA)
+    rows = [(json.dumps([_descriptor(s) for s in slices]), outputs) for slices, outputs in groups]
+    costs = [float(sum(s.total_size() for s in slices)) for slices, _ in groups]
+    frame = packed_frame(spark, rows, costs, _GROUP_SCHEMA)
     out = frame.mapInArrow(_clustering_tasks(ctx), "stat string").collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in out]
 

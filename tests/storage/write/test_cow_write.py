@@ -284,3 +284,30 @@ def test_spark_places_each_bucket_in_its_own_task(spark):
     df = spark.createDataFrame([(k,) for k in keys], "k int").repartition(6, "k")
     got = dict(df.select("k", F.spark_partition_id().alias("p")).collect())
     assert [got[k] for k in keys] == list(range(6))
+
+
+def test_many_buckets_are_written_by_fewer_tasks(spark, tmp_path):
+    """An upsert touching more file groups than twice the cores runs them as groups of a few tasks (each Python
+    task costs a fixed overhead): every file group is still rewritten exactly once, with its own rows."""
+    path = tmp_path / "packed"
+    opts = _opts("packed", **{"hoodie.copyonwrite.insert.auto.split": "false",
+                              "hoodie.copyonwrite.insert.split.size": "3", "hoodie.parquet.small.file.limit": "0"})
+    state: dict = {}
+    first = [(i, f"n{i}", float(i), 1, f"d{i % 3}") for i in range(36)]
+    _write(spark, path, first, opts, operation="insert")
+    _apply(state, first)
+    meta = HoodieTableMetaClient.load(str(path))
+    groups = {(s.partition_path, s.file_id) for s in FileSystemView(meta).latest_file_slices()}
+    max_tasks = 2 * spark.sparkContext.defaultParallelism
+    assert len(groups) > max_tasks
+    update = [(i, f"u{i}", float(-i), 2, f"d{i % 3}") for i in range(36) if i % 3 != 2]
+    _write(spark, path, update, opts)
+    _apply(state, update)
+    meta = HoodieTableMetaClient.load(str(path))
+    instant = meta.timeline.completed().instants[-1].timestamp
+    written = [f for p in ("dt=d0", "dt=d1", "dt=d2") for f in os.listdir(path / p)
+               if f.endswith(f"_{instant}.parquet")]
+    assert len(written) == len([g for g in groups if g[0] != "dt=d2"])  # d0's and d1's, once each
+    task_ids = {f.split("_")[1].split("-")[0] for f in written}  # write token: task partition-stage-attempt
+    assert len(task_ids) <= max_tasks
+    _check(spark, path, state)

@@ -7,7 +7,7 @@ from storage.write.partitioner import (
     plan_buckets,
     plan_new_file_groups,
 )
-from storage.write.spark_partitioning import murmur3_hash_int, placement_keys
+from storage.write.spark_partitioning import murmur3_hash_int, pack_tasks, placement_keys, placement_keys_for
 
 SIZING = SizingConfig(small_file_limit=100, max_file_size=120, record_size_estimate=1)
 
@@ -52,3 +52,18 @@ def test_spark_hash_matches_known_values_and_placement_is_exact():
     for n in (1, 2, 7, 64):
         keys = placement_keys(n)
         assert [murmur3_hash_int(k) % n for k in keys] == list(range(n))
+
+
+def test_buckets_packed_into_fewer_tasks_keep_distinct_keys_in_their_task():
+    task_of = [0, 2, 2, 1, 0, 2, 1]
+    keys = placement_keys_for(task_of, 3)
+    assert len(set(keys)) == len(keys)  # each bucket still its own group
+    assert [murmur3_hash_int(k) % 3 for k in keys] == task_of
+
+
+def test_pack_tasks_balances_estimated_bytes():
+    assert pack_tasks([5.0, 1.0], 4) == (2, [0, 1])  # few buckets: one task each
+    tasks, task_of = pack_tasks([10, 9, 1, 1, 1, 8, 2, 2, 2, 4], 3)
+    assert tasks == 3
+    loads = [sum(c for c, t in zip([10, 9, 1, 1, 1, 8, 2, 2, 2, 4], task_of) if t == task) for task in range(3)]
+    assert sorted(loads) == [13, 13, 14]  # largest first onto the least loaded task
