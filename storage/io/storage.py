@@ -322,7 +322,15 @@ def _remote_storage(scheme: str, authority: str, options: StorageOptions) -> Hoo
 
 def _create_local(path: str, data: bytes) -> None:
     """Write aside and hard-link into place: the link fails if the target exists, and the content is complete
-    and synced before the name appears."""
+    and synced before the name appears. An empty file (a marker) has no content to complete or sync: an exclusive
+    open creates it in one call."""
+    if not data:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        except FileExistsError:
+            raise HoodieFileAlreadyExistsError(f"file already exists: {path}") from None
+        return
     tmp = _write_synced(f"{path}.{os.getpid()}.{threading.get_ident()}.creating", data)
     try:
         os.link(tmp, path)

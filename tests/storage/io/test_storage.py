@@ -60,6 +60,10 @@ def test_create_never_overwrites(location):
     with pytest.raises(HoodieFileAlreadyExistsError, match="2.commit"):
         storage.create(f"{base}/.hoodie/2.commit", b"second")
     assert storage.read_bytes(f"{base}/.hoodie/2.commit") == b"first"
+    storage.create(f"{base}/.hoodie/.temp/2/p/f1.parquet.marker.CREATE")  # empty (a marker): same contract
+    with pytest.raises(HoodieFileAlreadyExistsError, match="marker"):
+        storage.create(f"{base}/.hoodie/.temp/2/p/f1.parquet.marker.CREATE")
+    assert storage.read_bytes(f"{base}/.hoodie/.temp/2/p/f1.parquet.marker.CREATE") == b""
 
 
 def test_log_files_roll_instead_of_appending_on_object_stores(location):
