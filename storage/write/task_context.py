@@ -142,8 +142,8 @@ def bucket_costs(plan: BucketPlan, fs_view: FileSystemView, is_mor: bool, avg_re
     sizes = {(s.partition_path, s.file_id): s.base_file.size for s in fs_view.latest_file_slices() if s.base_file}
     costs = []
     for b in plan.buckets:
-        rewritten = sizes.get((b.partition_path, b.file_id), 0) if b.bucket_type is BucketType.UPDATE and not is_mor \
-            else 0
+        rewrites = b.bucket_type is BucketType.UPDATE and not is_mor
+        rewritten = sizes.get((b.partition_path, b.file_id), 0) if rewrites else 0
         costs.append(float(rewritten + (b.expected_updates + b.expected_inserts) * avg_record_size))
     return costs
 
