@@ -71,11 +71,11 @@ class HoodieBloomIndex(HoodieIndex):
         if read_schema is None or RECORD_KEY not in read_schema.fieldNames():
             # no meta fields: no footers to prune with, the keys come from the data columns
             return HoodieSimpleIndex(self.is_global, self.update_partition_path, self.base_path,
-                                     self.storage_options).tag_location(
+                                     self.storage_options, self.cache).tag_location(
                 spark, records, base_files, key_columns, broadcast_incoming, read_schema)
         files = self.file_infos(spark, base_files)
         return attach_locations(records, self.find_matches(spark, records, files), self.is_global,
-                                broadcast_incoming)
+                                broadcast_incoming, self.cache)
 
     def file_infos(self, spark: SparkSession, base_files: list[HoodieBaseFile]) -> list[BloomIndexFileInfo]:
         """The files to search, with their key ranges when range pruning is on."""

@@ -25,12 +25,38 @@ LOC_PARTITION = "_hoodie_loc_partition"
 KeyColumns = Callable[[DataFrame], tuple[Column, Column]]
 
 
+class FrameCache:
+    """DataFrames persisted for the duration of one write and released together. An index caches its lookup's
+    matches here (a few columns of the keys it found): the tagged records, a broadcast join of them onto the
+    already cached batch, are then recomputed by each reader in the JVM instead of being cached whole again."""
+
+    def __init__(self) -> None:
+        self._frames: list[DataFrame] = []
+
+    def persist(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        df = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self._frames.append(df)
+        return df
+
+    @property
+    def holds_lookup(self) -> bool:
+        return bool(self._frames)
+
+    def release(self) -> None:
+        for df in self._frames:
+            df.unpersist()
+        self._frames.clear()
+
+
 @dataclass
 class HoodieIndex(ABC):
     is_global: bool = False
     update_partition_path: bool = True
     base_path: str = ""  # the table's: partition paths of base files are relative to it
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the base files
+    cache: FrameCache | None = None  # where a broadcast lookup's matches are cached for the write (attach_locations)
 
     def requires_tagging(self, operation) -> bool:
         """Whether records of `operation` (a WriteOperationType) are looked up (Hudi's requiresTagging): upserts
@@ -69,9 +95,13 @@ def join_keys(is_global: bool) -> list[str]:
     return [RECORD_KEY] if is_global else [RECORD_KEY, PARTITION_PATH]
 
 
-def attach_locations(records: DataFrame, matches: DataFrame, is_global: bool, broadcast: bool) -> DataFrame:
+def attach_locations(records: DataFrame, matches: DataFrame, is_global: bool, broadcast: bool,
+                     cache: FrameCache | None = None) -> DataFrame:
     """Left-join `matches` (`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`: the stored keys the batch may hit)
-    onto `records`; broadcast them when the batch is small (then there are at most as many as records)."""
+    onto `records`; broadcast them when the batch is small (then there are at most as many as records), and then
+    cache them in `cache`, so that the lookup runs once however often the join is read."""
+    if broadcast and cache is not None:
+        matches = cache.persist(matches)
     if not is_global:
         matches = matches.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     return records.join(F.broadcast(matches) if broadcast else matches, on=join_keys(is_global), how="left")

@@ -54,4 +54,4 @@ class HoodieSimpleIndex(HoodieIndex):
             probe = stored if self.is_global else stored.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
             stored = probe.join(F.broadcast(records.select(*on)), on=on, how="left_semi").select(
                 RECORD_KEY, LOC_PARTITION, LOC_FILE_ID)
-        return attach_locations(records, stored, self.is_global, broadcast_incoming)
+        return attach_locations(records, stored, self.is_global, broadcast_incoming, self.cache)

@@ -15,7 +15,7 @@ from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.index import create_index
 from storage.index.bucket_index import BUCKET_NUMBER, with_table_index
-from storage.index.hoodie_index import attach_locations
+from storage.index.hoodie_index import FrameCache, attach_locations
 from storage.index.simple_index import FILE_ID_FROM_NAME, LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
@@ -46,20 +46,23 @@ def lookup_needs_partitions(config: HoodieConfig, settings: TableSettings, meta)
 
 def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, settings: TableSettings,
                  op: WriteOperationType, fs_view: FileSystemView, partitions: list[str] | None,
-                 num_records: int | None) -> DataFrame:
+                 num_records: int | None, cache: FrameCache | None = None) -> DataFrame:
     """`records` with the location of their key. Inserts skip the lookup where the index allows (as Hudi does;
     they may still fill small files); the table's recorded index settings (a bucket table's) apply.
     `partitions` None: the batch's partitions are not known yet (`lookup_needs_partitions` said so), every
-    partition is searched; `num_records` None: not counted, the broadcast is decided on Spark's size estimate."""
+    partition is searched; `num_records` None: not counted, the broadcast is decided on Spark's size estimate.
+    `cache`: where a broadcast lookup caches its matches for the rest of the write (`attach_locations`)."""
     meta = fs_view.meta_client
     config = with_table_index(config, meta.table_config.props, meta.base_path)
     index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
                          storage_options=meta.storage_options, record_key_fields=settings.record_keys)
+    index.cache = cache
     if not index.requires_tagging(op):
         return index.untagged(records)
     broadcast = _can_broadcast(spark, num_records, records)
     if index.is_global and settings.is_mor and settings.populate_meta_fields and _has_logs(fs_view):
-        tagged = attach_locations(records, _live_keys(spark, meta.base_path, records, broadcast), True, broadcast)
+        tagged = attach_locations(records, _live_keys(spark, meta.base_path, records, broadcast), True, broadcast,
+                                  cache)
     else:
         key_columns, read_schema = _stored_key_columns(settings)
         tagged = index.tag_location_in_view(spark, records, fs_view, partitions, key_columns,

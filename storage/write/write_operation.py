@@ -29,6 +29,7 @@ from pyspark.sql import DataFrame, SparkSession
 from storage.config import HoodieConfig, validate_options
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
+from storage.index.hoodie_index import FrameCache
 from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.table.fs_view import FileSystemView
@@ -231,21 +232,26 @@ class WriteOperation:
         self._rollback_failed_writes(meta, txn)
         snapshot = TimelineSnapshot.of(meta.timeline)
         fs_view = FileSystemView(meta)
-        tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
-                              prepared.partitions, prepared.num_records)
-        # the index join feeds both the workload profile and the write tasks: computed once. A bucket index
-        # plans every operation from the profile (one file group per bucket)
-        bucketed = is_bucketed(tagged)
-        with _persisted(tagged, op.uses_index or bucketed) as tagged:
-            profile = workload_profile(tagged, prepared.checks) if op in _PROFILED or bucketed else None
-            if self.require_unique_keys and op is WriteOperationType.UPSERT and profile.written > prepared.num_records:
-                raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
-                                              "the index lookup matched it more than once")
-            sizes = file_sizing(meta, self.config)
-            plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts, sizes)
-            check_clustering_updates(meta, self.config, plan.update_bucket_of())
-            rolling = self._rolling_layout(sizes, bucketed, prepared.counts)
-            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, sizes, rolling)
+        # the index lookup feeds both the workload profile and the write tasks: computed once. A lookup that
+        # cached its (broadcast) matches leaves a join of two cached frames, recomputed in the JVM by each reader;
+        # otherwise the tagged records are cached. A bucket index plans every operation from the profile (one file
+        # group per bucket)
+        cache = FrameCache()
+        with _released(cache):
+            tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
+                                  prepared.partitions, prepared.num_records, cache)
+            bucketed = is_bucketed(tagged)
+            with _persisted(tagged, (op.uses_index or bucketed) and not cache.holds_lookup) as tagged:
+                profile = workload_profile(tagged, prepared.checks) if op in _PROFILED or bucketed else None
+                if self.require_unique_keys and op is WriteOperationType.UPSERT and \
+                        profile.written > prepared.num_records:
+                    raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
+                                                  "the index lookup matched it more than once")
+                sizes = file_sizing(meta, self.config)
+                plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts, sizes)
+                check_clustering_updates(meta, self.config, plan.update_bucket_of())
+                rolling = self._rolling_layout(sizes, bucketed, prepared.counts)
+                yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, sizes, rolling)
 
     def _rolling_layout(self, sizes: FileSizing, bucketed: bool,
                         counts: dict[str, int] | None) -> RollingLayout | None:
@@ -387,6 +393,14 @@ def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -
         records = records.coalesce(tasks)
     rows = records.mapInArrow(rolling_write_udf(ctx), STAT_SCHEMA_DDL).collect()
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
+
+
+@contextmanager
+def _released(cache: FrameCache) -> Iterator[FrameCache]:
+    try:
+        yield cache
+    finally:
+        cache.release()
 
 
 @contextmanager

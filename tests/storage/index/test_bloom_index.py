@@ -236,3 +236,25 @@ def test_factory_and_defaults():
     assert isinstance(create_index("SIMPLE", True), HoodieSimpleIndex)
     with pytest.raises(HoodieIndexError, match="hoodie.index.type"):
         create_index("HBASE", True)
+
+
+def test_broadcast_lookup_caches_its_matches_until_released(spark, tmp_path):
+    """A broadcast lookup caches only its matches (the write then caches no tagged rows); the write's cache
+    releases them, and a write leaves nothing cached behind."""
+    from storage.index.hoodie_index import FrameCache
+
+    path = str(tmp_path / "t")
+    opts = _opts("COPY_ON_WRITE", "BLOOM")
+    _write(spark, path, [("a", "x", 1, "p0"), ("b", "y", 1, "p1")], opts, "upsert")
+    cache_manager = spark._jsparkSession.sharedState().cacheManager()
+    was_empty = cache_manager.isEmpty()
+    cache = FrameCache()
+    index = HoodieBloomIndex(base_path=path, cache=cache)
+    assert _tags(spark, index, path, [("a", "z", 2, "p0"), ("c", "z", 2, "p2")], True)[0][3] is not None
+    assert cache.holds_lookup and not cache_manager.isEmpty()
+    cache.release()
+    assert not cache.holds_lookup and cache_manager.isEmpty() == was_empty
+    _write(spark, path, [("a", "z", 2, "p0"), ("c", "z", 2, "p2")], opts, "upsert")
+    assert cache_manager.isEmpty() == was_empty
+    assert sorted((r.id, r.name) for r in spark.read.format("hudi").load(path).collect()) == \
+        [("a", "z"), ("b", "y"), ("c", "z")]
