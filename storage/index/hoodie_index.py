@@ -49,6 +49,12 @@ class FrameCache:
             df.unpersist()
         self._frames.clear()
 
+    def __enter__(self) -> "FrameCache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
 
 @dataclass
 class HoodieIndex(ABC):

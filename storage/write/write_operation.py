@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 import pyarrow as pa
-from pyspark import StorageLevel
 from pyspark.sql import DataFrame, SparkSession
 
 from storage.config import HoodieConfig, validate_options
@@ -236,8 +235,7 @@ class WriteOperation:
         # cached its (broadcast) matches leaves a join of two cached frames, recomputed in the JVM by each reader;
         # otherwise the tagged records are cached. A bucket index plans every operation from the profile (one file
         # group per bucket)
-        cache = FrameCache()
-        with _released(cache):
+        with FrameCache() as cache:
             tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
                                   prepared.partitions, prepared.num_records, cache)
             bucketed = is_bucketed(tagged)
@@ -396,21 +394,7 @@ def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -
 
 
 @contextmanager
-def _released(cache: FrameCache) -> Iterator[FrameCache]:
-    try:
-        yield cache
-    finally:
-        cache.release()
-
-
-@contextmanager
 def _persisted(df: DataFrame, enabled: bool) -> Iterator[DataFrame]:
     """`df` cached for the duration of the block when it is read more than once."""
-    if not enabled:
-        yield df
-        return
-    df = df.persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        yield df
-    finally:
-        df.unpersist()
+    with FrameCache() as cache:
+        yield cache.persist(df) if enabled else df
