@@ -18,13 +18,15 @@ import time
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id, write_partition_metadata
 from storage.io.base_file_writer import BaseFileWriter
 from storage.io.request_metrics import counted_in_task
-from storage.meta_fields import PARTITION_PATH
+from storage.keygen.arrow_keys import partition_paths, record_keys
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.handle import incoming_rows, split_deletes, task_ids, written_part
@@ -36,19 +38,22 @@ _CHUNK_ROWS = 65536
 
 
 def by_partition(rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
-    """The rows of each partition path, in input order within each (one stable sort, then slices)."""
-    paths = rows.column(PARTITION_PATH)
+    """The rows of each partition path, in input order within each (one stable sort, then slices). The sort is of
+    the paths' dictionary codes (small integers): sorting the strings themselves costs several times more."""
     if rows.num_rows == 0:
         return
-    first = paths[0].as_py()
-    if pc.all(pc.equal(paths, first)).as_py():
-        yield first, rows
+    encoded = pc.dictionary_encode(rows.column(PARTITION_PATH), null_encoding="encode").combine_chunks()
+    paths = encoded.dictionary.to_pylist()
+    if len(paths) == 1:
+        yield paths[0], rows
         return
-    rows = rows.take(pc.sort_indices(paths))  # stable: input order kept within a partition
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    rows = rows.take(pa.array(np.argsort(codes, kind="stable")))
     start = 0
-    for run in pc.value_counts(rows.column(PARTITION_PATH)).to_pylist():
-        yield run["values"], rows.slice(start, run["counts"])
-        start += run["counts"]
+    for code, count in enumerate(np.bincount(codes, minlength=len(paths)).tolist()):
+        if count:
+            yield paths[code], rows.slice(start, count)
+            start += count
 
 
 class _PartitionFiles:
@@ -169,6 +174,15 @@ def _chunks(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
         yield pa.Table.from_batches(held)
 
 
+def _keyed(chunk: pa.Table, ctx: WriteTaskContext) -> pa.Table:
+    """The chunk with its record keys and partition paths: computed here when the write left them to the tasks
+    (`ctx.task_keys`, storage.keygen.arrow_keys), else as Spark computed them."""
+    if ctx.task_keys is None:
+        return chunk
+    return chunk.append_column(RECORD_KEY, record_keys(ctx.task_keys, chunk)).append_column(
+        PARTITION_PATH, partition_paths(ctx.task_keys, chunk))
+
+
 def rolling_write_udf(ctx: WriteTaskContext):
     """The function given to `mapInArrow`: a task's records in, one JSON write stat per file it wrote out."""
 
@@ -179,7 +193,7 @@ def rolling_write_udf(ctx: WriteTaskContext):
         with counted_in_task(ctx.requests):
             try:
                 for chunk in _chunks(batches):
-                    writes, _ = split_deletes(incoming_rows(chunk, ctx))
+                    writes, _ = split_deletes(incoming_rows(_keyed(chunk, ctx), ctx))
                     for partition, rows in by_partition(writes):
                         if partition not in files:
                             files[partition] = _PartitionFiles(ctx, partition, partition_id, token)

@@ -120,8 +120,11 @@ def _delete_mask(incoming: pa.Table) -> pa.Array:
 
 
 def split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """(records to write, delete rows)."""
+    """(records to write, delete rows). A batch without deletes (the usual insert or upsert) is returned as it is:
+    filtering copies every column."""
     is_delete = _delete_mask(incoming)
+    if not pc.any(is_delete).as_py():
+        return incoming, incoming.slice(0, 0)
     return incoming.filter(pc.invert(is_delete)), incoming.filter(is_delete)
 
 

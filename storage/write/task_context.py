@@ -16,6 +16,7 @@ from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE
 from storage.io.base_file_writer import bloom_options_of
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
+from storage.keygen import KeyGenerator
 from storage.meta_fields import with_meta_columns
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
@@ -76,6 +77,7 @@ class WriteTaskContext:
     sort_records: bool = False  # hoodie.bulkinsert.sort.mode GLOBAL_SORT / PARTITION_SORT: new files sorted by key
     merge_max_size: int = WK.MERGE_MAX_SIZE.default  # hoodie.memory.merge.max.size: larger base files merge streamed
     records_per_file: int = 0  # a bulk insert without a plan (storage.write.bulk_insert_handle): rolls over here
+    task_keys: KeyGenerator | None = None  # set: the tasks compute record keys and partition paths in Arrow
 
     @property
     def schema(self) -> pa.Schema:

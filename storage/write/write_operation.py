@@ -31,6 +31,8 @@ from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
 from storage.index.hoodie_index import FrameCache
 from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
+from storage.keygen import KeyGenerator, arrow_keys
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
 from storage.table_service.clustering.update_strategy import check_updates as check_clustering_updates
@@ -72,6 +74,7 @@ from storage.write.prepare import (
     dedup,
     key_records,
     partition_counts,
+    plain_error,
     target_schema,
     validate_input,
 )
@@ -284,7 +287,8 @@ class WriteOperation:
         instant_time = requested.timestamp
         ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
                                   sort_records=sort_mode(self.config, op).sorts_files,
-                                  records_per_file=located.rolling.records_per_file if located.rolling else 0)
+                                  records_per_file=located.rolling.records_per_file if located.rolling else 0,
+                                  task_keys=_task_keys(located.rolling, settings, prepared.schema))
         try:
             metadata = self._publish(located, prepared, ctx, requested)
         finally:
@@ -382,14 +386,25 @@ def _run_write_tasks(spark: SparkSession, tagged: DataFrame, plan: BucketPlan, c
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 
 
+def _task_keys(rolling: RollingLayout | None, settings: TableSettings, schema: pa.Schema) -> KeyGenerator | None:
+    """The key generator a bulk insert's tasks apply themselves (storage.keygen.arrow_keys), or None: Spark
+    computes the keys. Only tasks that name their own files receive the records as they came."""
+    return settings.keygen if rolling is not None and arrow_keys.supports(settings.keygen, schema) else None
+
+
 def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -> list[HoodieWriteStat]:
     """Each task of `records` writes its own new files (storage.write.bulk_insert_handle); one pass, no shuffle.
     The input runs in at most `tasks` tasks (0: as it is): each task writes at least one file per partition it
     holds, so a batch spread over many input partitions would otherwise leave small files (Hudi's row writer does;
-    a coalesce costs no shuffle)."""
+    a coalesce costs no shuffle). Keys the tasks compute are not shipped to them."""
+    if ctx.task_keys is not None:
+        records = records.drop(RECORD_KEY, PARTITION_PATH)
     if tasks > 0:
         records = records.coalesce(tasks)
-    rows = records.mapInArrow(rolling_write_udf(ctx), STAT_SCHEMA_DDL).collect()
+    try:
+        rows = records.mapInArrow(rolling_write_udf(ctx), STAT_SCHEMA_DDL).collect()
+    except Exception as exc:  # a key the task could not compute: the project's error, not the worker's trace
+        raise plain_error(exc) from None
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
 
 
