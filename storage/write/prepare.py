@@ -12,7 +12,9 @@ from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
 
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
-from storage.exception import HoodieDuplicateKeyError, HoodieWriteError
+from storage.exception import HoodieDuplicateKeyError, HoodieKeyError, HoodieWriteError
+from storage.keygen import KeyGenerator, arrow_keys
+from storage.keygen.arrow_keys import partition_paths
 from storage.keygen.key_generator import HIVE_DEFAULT_PARTITION
 from storage.meta_fields import IS_DELETED, PARTITION_PATH, RECORD_KEY
 from storage.table.meta_client import HoodieTableMetaClient
@@ -147,16 +149,51 @@ def verify_batch(partitions: list[str], checks: list[tuple], precombine: str | N
     _check_partition_paths(partitions)
 
 
-def partition_counts(records: DataFrame, precombine: str | None = None) -> dict[str, int]:
+def partition_counts(records: DataFrame, precombine: str | None = None,
+                     keygen: KeyGenerator | None = None) -> dict[str, int]:
     """Records per partition path: the first Spark job over the prepared batch, checking it in the same job
-    (`check_aggregates`)."""
+    (`check_aggregates`). With a `keygen` whose paths Arrow computes (storage.keygen.arrow_keys), the job groups
+    by the partition fields' values and their paths are computed here from the distinct values: cheaper than
+    building a path string for every record in Spark."""
     aggs = check_aggregates(records.columns, precombine)
+    fields = _partition_columns(records, keygen)
     try:
-        rows = records.groupBy(PARTITION_PATH).agg(F.count(F.lit(1)), *aggs).collect()
+        rows = records.groupBy(*(fields if fields is not None else [PARTITION_PATH])).agg(
+            F.count(F.lit(1)), *aggs).collect()
     except Exception as exc:  # a key expression failed inside Spark: report it plainly
         raise plain_error(exc) from None
-    verify_batch([r[0] for r in rows], [tuple(r[2:]) for r in rows], precombine, KEY_COUNT in records.columns)
-    return {r[0]: r[1] for r in rows}
+    width = len(fields) if fields is not None else 1
+    paths = [r[0] for r in rows] if fields is None else _paths_of_values(records, fields, rows, keygen)
+    verify_batch(sorted(set(paths)), [tuple(r[width + 1:]) for r in rows], precombine, KEY_COUNT in records.columns)
+    counts: dict[str, int] = {}
+    for path, row in zip(paths, rows):  # values spelled apart may share a path (null and '' go to the default)
+        counts[path] = counts.get(path, 0) + row[width]
+    return counts
+
+
+def _partition_columns(records: DataFrame, keygen: KeyGenerator | None) -> list[str] | None:
+    """The columns of `records` holding the partition fields, when Arrow computes their paths; else None (also for
+    an unpartitioned table: its one path is a constant already)."""
+    if keygen is None or keygen.keygen_type == "NON_PARTITION" or not keygen.partition_fields:
+        return None
+    by_lower = {c.lower(): c for c in records.columns}
+    needed = [by_lower.get(name.lower()) for name in keygen.required_fields()]
+    if None in needed:
+        return None
+    schema = to_arrow_schema(records.select(*[F.col(f"`{c}`") for c in needed]).schema, timezone="UTC")
+    if not arrow_keys.supports(keygen, schema):
+        return None
+    return [by_lower[name.lower()] for name in keygen.partition_fields]
+
+
+def _paths_of_values(records: DataFrame, fields: list[str], rows: list, keygen: KeyGenerator) -> list[str]:
+    """The partition path of each grouped row's field values."""
+    schema = to_arrow_schema(records.select(*[F.col(f"`{f}`") for f in fields]).schema, timezone="UTC")
+    values = pa.table([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
+    try:
+        return partition_paths(keygen, values).to_pylist()
+    except HoodieKeyError as exc:
+        raise HoodieWriteError(f"HoodieKeyError: {exc}") from None
 
 
 def _check_partition_paths(paths: list[str]) -> None:

@@ -211,7 +211,7 @@ class WriteOperation:
             if self._profile_counts(meta, settings):  # one job fewer: the profile counts and checks the batch
                 yield Prepared(settings, schema, records, None, BatchChecks(precombine))
                 return
-            counts = partition_counts(records, precombine)
+            counts = partition_counts(records, precombine, settings.keygen)
             yield Prepared(settings, schema, records.drop(KEY_COUNT), counts)
 
     def _profile_counts(self, meta: HoodieTableMetaClient | None, settings: TableSettings) -> bool:

@@ -36,6 +36,12 @@ def table(spark, tmp_path):
     ([(2, "b", None, "p")], SCHEMA, {"hoodie.index.type": "SIMPLE"}, "1 records have a null precombine field"),
     ([(2, "b", 1, ".hidden")], SCHEMA, {"hoodie.index.type": "SIMPLE"}, r"partition paths \.hidden start"),
     ([(2, "b", None, "p")], SCHEMA, {"hoodie.datasource.write.operation": "insert"}, "null precombine field 'ts'"),
+    # a bulk insert counts partitions by their values and its tasks compute the keys in Arrow: the same errors
+    ([(2, "b", 1, "a/../../x")], SCHEMA, {"hoodie.datasource.write.operation": "bulk_insert"},
+     r"HoodieKeyError: partition field 'dt' value 'a/\.\./\.\./x' contains a '\.\.' path segment"),
+    ([(None, "b", 1, "p")], SCHEMA, {"hoodie.datasource.write.operation": "bulk_insert"},
+     "HoodieKeyError: record key field 'id' cannot be null or empty"),
+    ([(2, "b", 1, ".hidden")], SCHEMA, {"hoodie.datasource.write.operation": "bulk_insert"}, "partition paths .hidden"),
     ([(2, "b", 1, "p")], SCHEMA, {"hoodie.write.concurrency.mode": "many_writers"},
      "unknown hoodie.write.concurrency.mode 'MANY_WRITERS'"),
 ])
