@@ -156,14 +156,14 @@ def partition_counts(records: DataFrame, precombine: str | None = None,
     by the partition fields' values and their paths are computed here from the distinct values: cheaper than
     building a path string for every record in Spark."""
     aggs = check_aggregates(records.columns, precombine)
-    fields = _partition_columns(records, keygen)
+    fields = _partition_fields(records, keygen)
+    group = fields.names if fields is not None else [PARTITION_PATH]
     try:
-        rows = records.groupBy(*(fields if fields is not None else [PARTITION_PATH])).agg(
-            F.count(F.lit(1)), *aggs).collect()
+        rows = records.groupBy(*[F.col(f"`{c}`") for c in group]).agg(F.count(F.lit(1)), *aggs).collect()
     except Exception as exc:  # a key expression failed inside Spark: report it plainly
         raise plain_error(exc) from None
-    width = len(fields) if fields is not None else 1
-    paths = [r[0] for r in rows] if fields is None else _paths_of_values(records, fields, rows, keygen)
+    width = len(group)
+    paths = [r[0] for r in rows] if fields is None else _paths_of_values(fields, rows, keygen)
     verify_batch(sorted(set(paths)), [tuple(r[width + 1:]) for r in rows], precombine, KEY_COUNT in records.columns)
     counts: dict[str, int] = {}
     for path, row in zip(paths, rows):  # values spelled apart may share a path (null and '' go to the default)
@@ -171,9 +171,9 @@ def partition_counts(records: DataFrame, precombine: str | None = None,
     return counts
 
 
-def _partition_columns(records: DataFrame, keygen: KeyGenerator | None) -> list[str] | None:
-    """The columns of `records` holding the partition fields, when Arrow computes their paths; else None (also for
-    an unpartitioned table: its one path is a constant already)."""
+def _partition_fields(records: DataFrame, keygen: KeyGenerator | None) -> pa.Schema | None:
+    """The columns of `records` holding the partition fields (names and Arrow types), when Arrow computes their
+    paths; else None (also for an unpartitioned table: its one path is a constant already)."""
     if keygen is None or keygen.keygen_type == "NON_PARTITION" or not keygen.partition_fields:
         return None
     by_lower = {c.lower(): c for c in records.columns}
@@ -183,13 +183,12 @@ def _partition_columns(records: DataFrame, keygen: KeyGenerator | None) -> list[
     schema = to_arrow_schema(records.select(*[F.col(f"`{c}`") for c in needed]).schema, timezone="UTC")
     if not arrow_keys.supports(keygen, schema):
         return None
-    return [by_lower[name.lower()] for name in keygen.partition_fields]
+    return pa.schema([schema.field(by_lower[name.lower()]) for name in keygen.partition_fields])
 
 
-def _paths_of_values(records: DataFrame, fields: list[str], rows: list, keygen: KeyGenerator) -> list[str]:
-    """The partition path of each grouped row's field values."""
-    schema = to_arrow_schema(records.select(*[F.col(f"`{f}`") for f in fields]).schema, timezone="UTC")
-    values = pa.table([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(schema)], schema=schema)
+def _paths_of_values(fields: pa.Schema, rows: list, keygen: KeyGenerator) -> list[str]:
+    """The partition path of each grouped row's field values (the row's first columns, in `fields` order)."""
+    values = pa.table([pa.array([r[i] for r in rows], f.type) for i, f in enumerate(fields)], schema=fields)
     try:
         return partition_paths(keygen, values).to_pylist()
     except HoodieKeyError as exc:
