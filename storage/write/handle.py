@@ -112,8 +112,9 @@ def _with_file_name(table: pa.Table, file_name: str) -> pa.Table:
 
 
 def _delete_mask(incoming: pa.Table) -> pa.Array:
-    """Deletes come from the delete operation or `_hoodie_is_deleted`."""
-    is_delete = pc.equal(incoming.column(OP_COLUMN), OP_DELETE)
+    """Deletes come from the delete operation or `_hoodie_is_deleted`; a null operation is a write (a bulk insert's
+    tasks do not receive the column)."""
+    is_delete = pc.fill_null(pc.equal(incoming.column(OP_COLUMN), OP_DELETE), False)
     if IS_DELETED in incoming.column_names:
         is_delete = pc.or_(is_delete, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
     return pc.fill_null(is_delete, False)

@@ -30,6 +30,7 @@ from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
 from storage.index.hoodie_index import FrameCache
 from storage.io.request_metrics import RequestTally
+from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.io.storage import HoodieStorage
 from storage.keygen import KeyGenerator, arrow_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
@@ -85,7 +86,7 @@ from storage.write.table_settings import (
     resolve_table_settings,
     table_config_for,
 )
-from storage.write.task_context import WriteTaskContext, build_task_context
+from storage.write.task_context import OP_COLUMN, WriteTaskContext, build_task_context
 
 log = logging.getLogger(__name__)
 
@@ -396,10 +397,14 @@ def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -
     """Each task of `records` writes its own new files (storage.write.bulk_insert_handle); one pass, no shuffle.
     The input runs in at most `tasks` tasks (0: as it is): each task writes at least one file per partition it
     holds, so a batch spread over many input partitions would otherwise leave small files (Hudi's row writer does;
-    a coalesce costs no shuffle). Keys the tasks compute are not shipped to them."""
+    a coalesce costs no shuffle). Columns the tasks do not read are not shipped to them (each costs the JVM's
+    Arrow conversion per record): the keys they compute, the (empty) index locations of new records, and the
+    operation column, every record of a bulk insert being a write."""
+    records = records.drop(LOC_FILE_ID, LOC_PARTITION, OP_COLUMN)
     if ctx.task_keys is not None:
         records = records.drop(RECORD_KEY, PARTITION_PATH)
-    if tasks > 0:
+    # only ever fewer tasks: Spark's optimizer would drop a coalesce of the caller's that it finds right below ours
+    if 0 < tasks < records.rdd.getNumPartitions():
         records = records.coalesce(tasks)
     try:
         rows = records.mapInArrow(rolling_write_udf(ctx), STAT_SCHEMA_DDL).collect()
