@@ -30,7 +30,6 @@ from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
 from storage.index.hoodie_index import FrameCache
 from storage.io.request_metrics import RequestTally
-from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.io.storage import HoodieStorage
 from storage.keygen import KeyGenerator, arrow_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
@@ -330,7 +329,7 @@ class WriteOperation:
             inflight = timeline.transition_to_inflight(requested, inflight_content(op, workload))
             crash_point("write.after_inflight")
             if located.rolling:
-                stats = _run_rolling_writes(located.tagged, ctx, located.rolling.tasks)
+                stats = _run_rolling_writes(prepared.records, ctx, located.rolling.tasks)  # nothing to locate
             else:
                 key_ordered = sort_mode(self.config, op) is BulkInsertSortMode.GLOBAL_SORT
                 stats = _run_write_tasks(self.spark, located.tagged, located.plan, ctx, key_ordered)
@@ -397,10 +396,10 @@ def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -
     """Each task of `records` writes its own new files (storage.write.bulk_insert_handle); one pass, no shuffle.
     The input runs in at most `tasks` tasks (0: as it is): each task writes at least one file per partition it
     holds, so a batch spread over many input partitions would otherwise leave small files (Hudi's row writer does;
-    a coalesce costs no shuffle). Columns the tasks do not read are not shipped to them (each costs the JVM's
-    Arrow conversion per record): the keys they compute, the (empty) index locations of new records, and the
-    operation column, every record of a bulk insert being a write."""
-    records = records.drop(LOC_FILE_ID, LOC_PARTITION, OP_COLUMN)
+    a coalesce costs no shuffle). `records` are the prepared ones, without (empty) index locations. Columns the
+    tasks do not read are not shipped to them (each costs the JVM's Arrow conversion per record): the keys they
+    compute, and the operation column, every record of a bulk insert being a write."""
+    records = records.drop(OP_COLUMN)
     if ctx.task_keys is not None:
         records = records.drop(RECORD_KEY, PARTITION_PATH)
     # only ever fewer tasks: Spark's optimizer would drop a coalesce of the caller's that it finds right below ours
