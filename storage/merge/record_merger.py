@@ -22,6 +22,7 @@ from __future__ import annotations
 import enum
 import logging
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -70,17 +71,54 @@ def merge_records(records: pa.Table, deletes: pa.Table | None, mode: RecordMerge
 
 def _winners(records: pa.Table, mode: RecordMergeMode, ordering_field: str | None, key_column: str) -> pa.Array:
     """Row index of the winning version of each key (and of every row with a null key)."""
-    columns = {"k": records[key_column], "s": records[WRITE_SEQ], "i": row_numbers(records.num_rows)}
-    sort_keys = [("k", "ascending", "at_end")]
-    if mode == RecordMergeMode.EVENT_TIME_ORDERING:
-        columns["o"] = records[ordering_field]
-        sort_keys.append(("o", "descending", "at_end"))  # a null ordering value loses to any value
-    sort_keys += [("s", "descending", "at_end"), ("i", "descending", "at_end")]  # in one block the last row wins
+    ordering = [records[ordering_field]] if mode == RecordMergeMode.EVENT_TIME_ORDERING else []
+    return _greatest_per_key(records[key_column], [*ordering, records[WRITE_SEQ]])
+
+
+def _greatest_per_key(keys: pa.ChunkedArray | pa.Array, ordering: list) -> pa.Array:
+    """Row index of the row of each key with the greatest `ordering` values (compared in turn, a null below any
+    value; the later row on a tie), and of every row with a null key."""
+    columns = {"k": keys, **{f"o{i}": values for i, values in enumerate(ordering)}, "i": row_numbers(len(keys))}
+    sort_keys = [("k", "ascending", "at_end")] + [(name, "descending", "at_end") for name in columns if name != "k"]
     frame = pa.table(columns)
     order = pc.sort_indices(frame, sort_keys=sort_keys)
-    keys = _flat(pc.take(frame["k"], order))
-    first = pc.or_(_first_of_runs(keys), pc.is_null(keys))
+    sorted_keys = _flat(pc.take(frame["k"], order))
+    first = pc.or_(_first_of_runs(sorted_keys), pc.is_null(sorted_keys))
     return pc.filter(_flat(pc.take(frame["i"], order)), first)
+
+
+def combine_records(records: pa.Table, ordering_columns: list[str], key_column: str = RECORD_KEY) -> pa.Table:
+    """One row per key of an incoming batch (Hudi's preCombine): the row with the greatest `ordering_columns`
+    values (the precombine field, then the input order), in input order. A batch without repeated keys is
+    returned as it is."""
+    keys = records[key_column]
+    if pc.count_distinct(keys, mode="all").as_py() == records.num_rows:
+        return records
+    chosen = _greatest_per_key(keys, [records[c] for c in ordering_columns])
+    return records.take(pc.take(chosen, pc.array_sort_indices(chosen)))
+
+
+def merge_unique_keys(stored: pa.Table, incoming: pa.Table, mode: RecordMergeMode, ordering_field: str | None,
+                      key_column: str = RECORD_KEY) -> tuple[pa.Array, pa.Array] | None:
+    """`merge_records` of stored rows (written first) and incoming rows (written after them) when no key repeats
+    on either side and nothing is deleted: each stored key looked up among the (fewer) incoming ones by hash, no
+    sort of all versions. Returns (whether each stored row is kept, whether each incoming row is written: a new
+    key, or an update that wins), or None when a side repeats a key (then `merge_records` decides)."""
+    stored_keys, incoming_keys = _flat(stored[key_column]), _flat(incoming[key_column])
+    if stored_keys.null_count or incoming_keys.null_count or \
+            len(pc.unique(incoming_keys)) != len(incoming_keys) or len(pc.unique(stored_keys)) != len(stored_keys):
+        return None
+    position = pc.index_in(stored_keys, value_set=incoming_keys)  # per stored row: its key's incoming row
+    wins = pc.is_valid(position)
+    if mode == RecordMergeMode.EVENT_TIME_ORDERING:
+        old = _flat(stored[ordering_field])
+        new = pc.take(_flat(incoming[ordering_field]).cast(old.type), position)
+        # a later write wins a tie; a null ordering value loses to any value
+        wins = pc.and_(wins, pc.or_(pc.is_null(old), pc.fill_null(pc.greater_equal(new, old), False)))
+    lost = pc.filter(position, pc.and_(pc.is_valid(position), pc.invert(wins)))
+    written = np.ones(len(incoming_keys), dtype=bool)
+    written[lost.to_numpy(zero_copy_only=False)] = False
+    return pc.invert(wins), pa.array(written)
 
 
 def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:

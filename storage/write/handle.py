@@ -76,7 +76,10 @@ def align_to_schema(table: pa.Table, schema: pa.Schema) -> pa.Table:
 
 def incoming_rows(incoming: pa.Table, ctx: WriteTaskContext) -> pa.Table:
     """A task's incoming records in the write's schema, with the operation column and (when given) the soft-delete
-    marker `_hoodie_is_deleted` as side columns."""
+    marker `_hoodie_is_deleted` as side columns; one per key when the task combines them (`ctx.combine_by`: every
+    record of a key reached this task, see storage.write.prepare.combines_in_tasks)."""
+    if ctx.combine_by:
+        incoming = record_merger.combine_records(incoming, list(ctx.combine_by))
     data = align_to_schema(incoming, pa.schema(list(ctx.schema) + [pa.field(OP_COLUMN, pa.int8())]))
     if IS_DELETED in incoming.column_names and IS_DELETED not in data.column_names:
         data = data.append_column(IS_DELETED, incoming.column(IS_DELETED))
@@ -146,6 +149,13 @@ def merge_with_stored(old: pa.Table, writes: pa.Table, delete_rows: pa.Table,
     stored rows (the streaming merge passes one row group, with the incoming rows of its keys)."""
     merge = ctx.merge.for_ordering_field(ctx.merge.ordering_field if ctx.merge.ordering_field in old.column_names
                                          else None)
+    if not delete_rows.num_rows and IS_DELETED not in writes.column_names:
+        unique = record_merger.merge_unique_keys(old, writes, merge.mode, merge.ordering_field)
+        if unique is not None:  # the usual upsert: no key twice in the file or the batch, nothing deleted
+            keep_stored, written = unique
+            kept, writes = old.filter(keep_stored), writes.filter(written)
+            updates = old.num_rows - kept.num_rows
+            return kept, writes, {"inserts": writes.num_rows - updates, "updates": updates, "deletes": 0}
     candidates = _candidates(old, writes, merge.ordering_field)
     deletes = _delete_records(delete_rows, merge.ordering_field)
     survivors = record_merger.merge_records(candidates, deletes, merge.mode, merge.ordering_field)

@@ -25,7 +25,7 @@ from storage.write.table_settings import TableSettings
 from storage.write.task_context import OP_COLUMN, OP_DELETE, OP_WRITE
 
 KEY_COUNT = "_hoodie_key_count"
-_INPUT_ORDER = "_hoodie_input_order"
+INPUT_ORDER = "_hoodie_input_order"  # a record's position in the batch: of two records of a key, the later wins
 
 
 def validate_input(df: DataFrame, settings: TableSettings, op: WriteOperationType) -> None:
@@ -93,6 +93,32 @@ def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, 
     )
 
 
+def combines_in_tasks(op: WriteOperationType, is_global: bool, count_keys: bool, parallelism: int) -> bool:
+    """Whether the write tasks combine the records of a key instead of a Spark aggregation before the lookup (one
+    shuffle of the batch fewer): when every record of a key reaches the same write task, which a non-global index
+    ensures for the operations written by bucket (the records of a key share its partition, its file group or its
+    key's hash share of the partition's inserts). Not when the batch must be checked for repeated keys first, nor
+    when `hoodie.<op>.shuffle.parallelism` asks for the dedup shuffle's width."""
+    return op in _COMBINED_IN_TASKS and not is_global and not count_keys and parallelism <= 0
+
+
+_COMBINED_IN_TASKS = (WriteOperationType.UPSERT, WriteOperationType.INSERT, WriteOperationType.DELETE)
+
+
+def with_input_order(keyed: DataFrame) -> DataFrame:
+    """`keyed` with each record's position in the batch (`INPUT_ORDER`), the tie-break of the records of a key."""
+    return keyed.withColumn(INPUT_ORDER, F.monotonically_increasing_id())
+
+
+def combine_ordering(settings: TableSettings, schema: pa.Schema | None = None) -> tuple[str, ...]:
+    """The columns that choose a key's record among the batch's (the greatest wins): the precombine field (named
+    as in the target `schema`: Arrow's names are case-sensitive), then the input order."""
+    if not settings.precombine:
+        return (INPUT_ORDER,)
+    names = {name.lower(): name for name in (schema.names if schema is not None else [])}
+    return names.get(settings.precombine.lower(), settings.precombine), INPUT_ORDER
+
+
 def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys: bool,
           parallelism: int = 0) -> DataFrame:
     """One record per key (per key and partition unless the index is global): the highest precombine value,
@@ -100,13 +126,11 @@ def dedup(keyed: DataFrame, settings: TableSettings, is_global: bool, count_keys
     in the same aggregation, so that a write requiring unique keys can reject the batch. `parallelism` > 0: the
     tasks of the shuffle (`hoodie.*.shuffle.parallelism`; the aggregation reuses its hash partitioning)."""
     group = [RECORD_KEY] if is_global or not settings.partition_fields else [RECORD_KEY, PARTITION_PATH]
-    keyed = keyed.withColumn(_INPUT_ORDER, F.monotonically_increasing_id())
+    keyed = with_input_order(keyed)
     if parallelism > 0:
         keyed = keyed.repartition(parallelism, *group)
-    order = [F.col(_INPUT_ORDER)]
-    if settings.precombine:
-        order.insert(0, F.col(f"`{settings.precombine}`"))
-    row = F.struct(*[F.col(f"`{c}`") for c in keyed.columns if c != _INPUT_ORDER])
+    order = [F.col(f"`{c}`") for c in combine_ordering(settings)]
+    row = F.struct(*[F.col(f"`{c}`") for c in keyed.columns if c != INPUT_ORDER])
     aggs = [F.max_by(row, F.struct(*order)).alias("_r")]
     if count_keys:
         aggs.append(F.count(F.lit(1)).alias(KEY_COUNT))

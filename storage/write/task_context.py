@@ -78,6 +78,7 @@ class WriteTaskContext:
     merge_max_size: int = WK.MERGE_MAX_SIZE.default  # hoodie.memory.merge.max.size: larger base files merge streamed
     records_per_file: int = 0  # a bulk insert without a plan (storage.write.bulk_insert_handle): rolls over here
     task_keys: KeyGenerator | None = None  # set: the tasks compute record keys and partition paths in Arrow
+    combine_by: tuple[str, ...] = ()  # set: the tasks combine a key's records, the greatest of these columns wins
 
     @property
     def schema(self) -> pa.Schema:

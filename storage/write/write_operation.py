@@ -71,12 +71,15 @@ from storage.write.prepare import (
     BatchChecks,
     check_missing_columns,
     combine_before_write,
+    combine_ordering,
+    combines_in_tasks,
     dedup,
     key_records,
     partition_counts,
     plain_error,
     target_schema,
     validate_input,
+    with_input_order,
 )
 from storage.write.rollback import abort_write, rollback_failed_writes
 from storage.table.schema_resolver import table_data_schema
@@ -111,8 +114,9 @@ class Prepared:
     settings: TableSettings
     schema: pa.Schema  # the table's data schema after this write
     records: DataFrame
-    counts: dict[str, int] | None
+    counts: dict[str, int] | None  # records per partition (counted before any combining in the write tasks)
     checks: BatchChecks | None = None
+    combine_by: tuple[str, ...] = ()  # set: the write tasks combine the records of a key by these columns
 
     @property
     def partitions(self) -> list[str] | None:
@@ -195,7 +199,10 @@ class WriteOperation:
         records = key_records(df, settings, op, schema)
         combine = combine_before_write(self.config, op)
         parallelism = shuffle_parallelism(self.config, op)
-        if combine or self.require_unique_keys:
+        combine_by: tuple[str, ...] = ()
+        if combine and combines_in_tasks(op, is_global_index(self.config), self.require_unique_keys, parallelism):
+            records, combine_by = with_input_order(records), combine_ordering(settings, schema)  # no shuffle
+        elif combine or self.require_unique_keys:
             records = dedup(records, settings, is_global_index(self.config), count_keys=self.require_unique_keys,
                             parallelism=parallelism)
         elif parallelism and op is WriteOperationType.BULK_INSERT:
@@ -209,10 +216,10 @@ class WriteOperation:
             checks_ordering = op is not WriteOperationType.DELETE and not (self.require_unique_keys or latest_wins)
             precombine = settings.precombine if checks_ordering else None
             if self._profile_counts(meta, settings):  # one job fewer: the profile counts and checks the batch
-                yield Prepared(settings, schema, records, None, BatchChecks(precombine))
+                yield Prepared(settings, schema, records, None, BatchChecks(precombine), combine_by)
                 return
             counts = partition_counts(records, precombine, settings.keygen)
-            yield Prepared(settings, schema, records.drop(KEY_COUNT), counts)
+            yield Prepared(settings, schema, records.drop(KEY_COUNT), counts, combine_by=combine_by)
 
     def _profile_counts(self, meta: HoodieTableMetaClient | None, settings: TableSettings) -> bool:
         """Whether the batch's counts and checks can wait for the workload profile: an existing table (nothing is
@@ -288,7 +295,8 @@ class WriteOperation:
         ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
                                   sort_records=sort_mode(self.config, op).sorts_files,
                                   records_per_file=located.rolling.records_per_file if located.rolling else 0,
-                                  task_keys=_task_keys(located.rolling, settings, prepared.schema))
+                                  task_keys=_task_keys(located.rolling, settings, prepared.schema),
+                                  combine_by=prepared.combine_by)
         try:
             metadata = self._publish(located, prepared, ctx, requested)
         finally:

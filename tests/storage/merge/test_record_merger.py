@@ -129,3 +129,72 @@ def test_record_keys_from_fields():
     assert record_keys_from_fields(table, ["id"]).to_pylist() == ["1", "__null__", "3"]
     assert record_keys_from_fields(table, ["id", "name"]).to_pylist() == [
         "id:1,name:x", "id:__null__,name:y", "id:3,name:__empty__"]
+
+
+def test_combine_records_keeps_each_keys_greatest_ordering_as_duckdb_does():
+    """Hudi's preCombine of an incoming batch (the write tasks' combine): per key the greatest (ordering value,
+    input order), a null ordering value below any value; against DuckDB's window over the same rows."""
+    import duckdb
+    import numpy as np
+
+    from storage.merge.record_merger import combine_records
+
+    rng = np.random.default_rng(7)
+    n = 2000
+    ts = rng.integers(0, 4, n).astype(float)
+    ts[rng.random(n) < 0.1] = np.nan
+    batch = pa.table({"_hoodie_record_key": pa.array([f"k{i}" for i in rng.integers(0, 300, n)]),
+                      "ts": pa.array(ts, pa.int64(), from_pandas=True),
+                      "_hoodie_input_order": pa.array(rng.permutation(n) * 3, pa.int64()),
+                      "v": pa.array(np.arange(n))})
+    combined = combine_records(batch, ["ts", "_hoodie_input_order"])
+    want = duckdb.sql("""SELECT v FROM batch QUALIFY row_number() OVER (PARTITION BY _hoodie_record_key
+                         ORDER BY ts DESC NULLS LAST, _hoodie_input_order DESC) = 1""").fetchall()
+    assert sorted(combined["v"].to_pylist()) == sorted(v for (v,) in want)
+    assert combined.num_rows == len(set(batch["_hoodie_record_key"].to_pylist())) < n
+    assert combined["v"].to_pylist() == sorted(combined["v"].to_pylist())  # in input (row) order
+
+
+def test_combine_records_returns_a_batch_without_repeated_keys_as_it_is():
+    from storage.merge.record_merger import combine_records
+
+    batch = _records([("a", 1, "x", 0), ("b", None, "y", 0)])
+    assert combine_records(batch, ["ts"]) is batch
+
+
+@pytest.mark.parametrize("mode", [EVENT, COMMIT])
+@pytest.mark.parametrize("seed", range(4))
+def test_merge_of_unique_keys_decides_as_the_sorting_merge(mode, seed):
+    """The hash-lookup merge of unique keys (the usual copy-on-write upsert) keeps and writes exactly the rows the
+    general merge does, over random keys and ordering values with nulls and ties."""
+    import numpy as np
+
+    from storage.merge.record_merger import merge_unique_keys
+
+    rng = np.random.default_rng(seed)
+
+    def side(keys, seq):
+        ts = rng.integers(0, 3, len(keys)).astype(float)
+        ts[rng.random(len(keys)) < 0.2] = np.nan
+        return pa.table({"_hoodie_record_key": pa.array([f"k{k}" for k in keys]),
+                         "ts": pa.array(ts, pa.int64(), from_pandas=True),
+                         "_hoodie_write_seq": pa.array([seq] * len(keys), pa.int64())})
+
+    stored = side(rng.permutation(400)[:300], -1)
+    incoming = side(rng.permutation(600)[:200], 0)
+    keep_stored, written = merge_unique_keys(stored, incoming, mode, "ts")
+    both = pa.concat_tables([stored, incoming]).append_column("pos", pa.array(np.arange(500)))
+    survivors = merge_records(both, None, mode, "ts")["pos"].to_pylist()
+    fast = [i for i, k in enumerate(keep_stored.to_pylist()) if k] + \
+           [300 + i for i, w in enumerate(written.to_pylist()) if w]
+    assert fast == survivors
+    assert 0 < sum(written.to_pylist()) < 200 or mode is COMMIT
+
+
+def test_merge_of_unique_keys_leaves_repeated_keys_to_the_sorting_merge():
+    from storage.merge.record_merger import merge_unique_keys
+
+    twice = _records([("a", 1, "x", -1), ("a", 2, "y", -1)])
+    once = _records([("a", 3, "z", 0)])
+    assert merge_unique_keys(twice, once, EVENT, "ts") is None
+    assert merge_unique_keys(once, twice, EVENT, "ts") is None

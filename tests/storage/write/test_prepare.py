@@ -54,3 +54,19 @@ def test_an_unpartitioned_table_has_one_path(spark):
                              keygen="org.apache.hudi.keygen.NonpartitionedKeyGenerator")
     assert partition_counts(records, None, keygen) == {"": 2}
     assert partition_counts(records.limit(0), None, keygen) == {}
+
+
+@pytest.mark.parametrize("op,is_global,count_keys,parallelism,expected", [
+    (WriteOperationType.UPSERT, False, False, 0, True),
+    (WriteOperationType.DELETE, False, False, 0, True),
+    (WriteOperationType.INSERT, False, False, 0, True),
+    (WriteOperationType.UPSERT, True, False, 0, False),  # a key's records may sit in two partitions' tasks
+    (WriteOperationType.UPSERT, False, True, 0, False),  # SQL MERGE counts repeated keys before the lookup
+    (WriteOperationType.UPSERT, False, False, 4, False),  # the dedup shuffle's width was asked for
+    (WriteOperationType.BULK_INSERT, False, False, 0, False),  # its tasks roll files by input order
+    (WriteOperationType.INSERT_OVERWRITE, False, False, 0, False),
+])
+def test_which_writes_combine_in_their_tasks(op, is_global, count_keys, parallelism, expected):
+    from storage.write.prepare import combines_in_tasks
+
+    assert combines_in_tasks(op, is_global, count_keys, parallelism) is expected
