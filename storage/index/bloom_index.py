@@ -4,8 +4,8 @@
    record key range of each, read from their footers in a Spark job (`hoodie.bloom.index.prune.by.ranges`).
 2. Each incoming key is paired with the files whose range holds it (`IndexFileFilter`, sorted search in the
    tasks that already hold the batch).
-3. The pairs are shuffled to one group per file (`hoodie.bloom.index.parallelism` tasks, files spread evenly
-   over them); each group reads its file's footer bloom filter, drops the keys it rules out, and checks the
+3. The pairs are shuffled to their file's task (`hoodie.bloom.index.parallelism` tasks, files spread evenly
+   over them); for each of its files a task reads the footer bloom filter, drops the keys it rules out, and checks the
    remaining ones exactly against the file's record key column (`key_lookup.py`).
 4. The matches are joined back onto the records.
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -51,6 +52,7 @@ log = logging.getLogger(__name__)
 
 _TASK, _FILE = "_hoodie_bloom_task", "_hoodie_bloom_file"
 _PAIRS_SCHEMA = f"{_TASK} int, {_FILE} int, {RECORD_KEY} string"
+_PAIR_FIELDS = [pa.field(_TASK, pa.int32()), pa.field(_FILE, pa.int32()), pa.field(RECORD_KEY, pa.string())]
 _MATCHES_SCHEMA = f"{RECORD_KEY} string, {LOC_PARTITION} string, {LOC_FILE_ID} string"
 _RANGE_CACHE_SIZE = 100_000
 _DRIVER_FOOTER_READS = 32  # up to this many uncached footers are read on the driver
@@ -91,8 +93,9 @@ class HoodieBloomIndex(HoodieIndex):
         task_of_file = placement[np.arange(len(files)) % tasks]
         pairs = records.select(RECORD_KEY, PARTITION_PATH).mapInArrow(
             _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file), _PAIRS_SCHEMA)
-        return (pairs.repartition(tasks, _TASK)
-                .groupBy(_TASK, _FILE).applyInArrow(_lookup_in_file(files, self.storage_options), _MATCHES_SCHEMA))
+        # one task per lookup task number, each looking up all its files (no sort into per-file groups)
+        return pairs.repartition(tasks, _TASK).mapInArrow(_lookup_in_files(files, self.storage_options),
+                                                          _MATCHES_SCHEMA)
 
     def _lookup_tasks(self, spark: SparkSession, num_files: int) -> int:
         """`hoodie.bloom.index.parallelism`, or (0) one task per file up to the cluster's cores."""
@@ -150,13 +153,18 @@ def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray):
     return pair
 
 
-def _lookup_in_file(files: list[BloomIndexFileInfo], options: StorageOptions):
-    """applyInArrow: the candidate keys of one file -> the ones it holds, with the file's location."""
-    def lookup(table: pa.Table) -> pa.Table:
-        info = files[table.column(_FILE)[0].as_py()]
-        found = keys_in_file(info.path, table.column(RECORD_KEY).combine_chunks(), options)
-        n = len(found)
-        return pa.table({RECORD_KEY: found.cast(pa.string()),
-                         LOC_PARTITION: constant_array(info.partition_path, n, pa.string()),
-                         LOC_FILE_ID: constant_array(info.file_id, n, pa.string())})
+def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions):
+    """mapInArrow: the candidate pairs of one lookup task -> the keys each of its files holds, with the file's
+    location."""
+    def lookup(batches):
+        pairs = pa.Table.from_batches(list(batches), schema=pa.schema(_PAIR_FIELDS))
+        file_of_pair = pairs.column(_FILE).combine_chunks()
+        for index in pc.unique(file_of_pair).to_pylist():
+            info = files[index]
+            candidates = pairs.column(RECORD_KEY).filter(pc.equal(file_of_pair, index)).combine_chunks()
+            found = keys_in_file(info.path, candidates, options)
+            n = len(found)
+            yield pa.RecordBatch.from_arrays(
+                [found.cast(pa.string()), constant_array(info.partition_path, n, pa.string()),
+                 constant_array(info.file_id, n, pa.string())], names=[RECORD_KEY, LOC_PARTITION, LOC_FILE_ID])
     return lookup

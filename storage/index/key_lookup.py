@@ -77,6 +77,7 @@ def bloom_candidates(parquet: pq.ParquetFile, path: str, keys: pa.Array) -> pa.A
 
 
 def exact_matches(parquet: pq.ParquetFile, keys: pa.Array) -> pa.Array:
-    """The `keys` stored in the file's record key column (the only column read)."""
-    stored = parquet.read(columns=[RECORD_KEY]).column(0).combine_chunks()
-    return keys.filter(pc.is_in(keys, value_set=stored.cast(keys.type)))
+    """The `keys` stored in the file's record key column (the only column read; one thread: a Spark task's). The
+    stored keys are probed against the candidates (a hash table of the few candidates, not of the whole file)."""
+    stored = parquet.read(columns=[RECORD_KEY], use_threads=False).column(0).combine_chunks().cast(keys.type)
+    return pc.unique(stored.filter(pc.is_in(stored, value_set=keys)))  # a file may repeat a key (inserts)
