@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any, Callable, Iterable
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from storage.avro.decoder import BinaryDecoder, DatumReader
 from storage.avro.encoder import BinaryEncoder, DatumWriter
@@ -100,6 +102,79 @@ def encode_delete_records(records: Iterable[DeleteRecord]) -> bytes:
     encoder = BinaryEncoder()
     _WRITER.write(encoder, {"deleteRecordList": items})
     return content_prefix(encoder.tell()) + encoder.getvalue()
+
+
+def encode_delete_columns(keys: pa.Array, partition_path: str, ordering: pa.Array | None) -> bytes:
+    """DELETE_BLOCK content for the deletes of one partition (record keys and their ordering values, None: none),
+    the same bytes as `encode_delete_records` gives, encoded column by column (storage.avro.columnar_encoder)
+    when the ordering values' type has a flat Avro spelling, else record by record."""
+    keys = _combined(keys)
+    n = len(keys)
+    ordering = pa.nulls(n) if ordering is None else _combined(ordering)
+    content = _columnar_delete_list(keys, partition_path, ordering) if n else None
+    if content is None:
+        otype = ordering.type if not pa.types.is_null(ordering.type) else None
+        return encode_delete_records(DeleteRecord(k, partition_path, v, otype if v is not None else None)
+                                     for k, v in zip(keys.to_pylist(), ordering.to_pylist()))
+    return content_prefix(len(content)) + content
+
+
+def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+# the orderingVal branches whose values the columnar encoder writes, as the flat Avro type it writes them with
+_COLUMNAR_BRANCH: dict[_Branch, Any] = {
+    _Branch.INT: "int", _Branch.LONG: "long", _Branch.FLOAT: "float", _Branch.DOUBLE: "double",
+    _Branch.STRING: "string", _Branch.DATE: {"type": "int", "logicalType": "date"},
+    _Branch.TIMESTAMP_MILLIS: {"type": "long", "logicalType": "timestamp-millis"},
+    _Branch.TIMESTAMP_MICROS: {"type": "long", "logicalType": "timestamp-micros"},
+}
+_EMPTY = pa.scalar(b"", pa.large_binary())
+_KEY_FIELDS = {"type": "record", "name": "k", "fields": [{"name": "recordKey", "type": ["null", "string"]},
+                                                         {"name": "partitionPath", "type": ["null", "string"]}]}
+
+
+def _columnar_delete_list(keys: pa.Array, partition_path: str, ordering: pa.Array) -> bytes | None:
+    """The Avro datum of the HoodieDeleteRecordList (one array block of every record), or None when the
+    ordering values' type is not one `_COLUMNAR_BRANCH` writes."""
+    from storage.avro.columnar_encoder import encode_flat_datums
+
+    n = len(keys)
+    head = encode_flat_datums(pa.table({"recordKey": keys, "partitionPath": pa.repeat(partition_path, n)}),
+                              _KEY_FIELDS)
+    if pa.types.is_null(ordering.type) or ordering.null_count == n:
+        tail = pa.repeat(pa.scalar(bytes([_Branch.NULL * 2]), pa.large_binary()), n)
+    else:
+        kind = _COLUMNAR_BRANCH.get(_branch_for(ordering.type))
+        schema = {"type": "record", "name": "o", "fields": [{"name": "v", "type": ["null", kind]}]}
+        values = encode_flat_datums(pa.table({"v": ordering}), schema) if kind is not None else None
+        if values is None:
+            return None
+        tail = _with_branch(values, _branch_for(ordering.type))
+    if head is None:
+        return None
+    encoder = BinaryEncoder()
+    encoder.write_long(n)
+    body = pc.binary_join_element_wise(head, tail, _EMPTY)
+    return encoder.getvalue() + _data_of(body) + b"\x00"
+
+
+def _with_branch(datums: pa.Array, branch: _Branch) -> pa.Array:
+    """Datums of a [null, kind] union with the orderingVal union's branch index in place of index 1 (both one
+    zig-zag byte, each datum's first)."""
+    offsets = np.frombuffer(datums.buffers()[1], dtype=np.int64)[datums.offset:datums.offset + len(datums) + 1]
+    data = np.frombuffer(datums.buffers()[2], dtype=np.uint8).copy()
+    starts = offsets[:-1]
+    data[starts[data[starts] == 2]] = branch * 2
+    return pa.Array.from_buffers(pa.large_binary(), len(datums), [None, pa.py_buffer(offsets - offsets[0]),
+                                                                  pa.py_buffer(data[offsets[0]:offsets[-1]])])
+
+
+def _data_of(values: pa.Array) -> bytes:
+    """The concatenated bytes of a large binary array's values."""
+    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset:values.offset + len(values) + 1]
+    return values.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
 
 
 def _text(value: Any) -> str | None:

@@ -33,6 +33,7 @@ from storage.file_group.delete_record import (
     DeleteRecord,
     as_delete_record,
     decode_delete_records,
+    encode_delete_columns,
     encode_delete_records,
 )
 
@@ -285,6 +286,13 @@ class DeleteBlock(HoodieLogBlock):
         """Data-table delete blocks carry the table SCHEMA in their header; metadata-table ones do not."""
         content = encode_delete_records(as_delete_record(r) for r in records)
         return cls(header=_base_header(instant_time, schema_json, header), content=content)
+
+    @classmethod
+    def from_columns(cls, keys: pa.Array, partition_path: str, ordering: pa.Array | None, instant_time: str,
+                     schema_json: str | None = None) -> "DeleteBlock":
+        """The deletes of one partition's keys (with their ordering values, None: none), encoded column by column."""
+        return cls(header=_base_header(instant_time, schema_json, None),
+                   content=encode_delete_columns(keys, partition_path, ordering))
 
     def delete_records(self) -> list[DeleteRecord]:
         return decode_delete_records(self.read_content())

@@ -308,7 +308,6 @@ def write_bucket_udf(ctx: WriteTaskContext):
 def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget, started: float) -> HoodieWriteStat:
     """Merge-on-read append handle: the bucket's upserts as Avro data blocks and its deletes as a delete block,
     in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
-    from storage.file_group.delete_record import DeleteRecord
     from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetDataBlock
 
     partition_id, stage_id, attempt_id = task_ids()
@@ -330,12 +329,8 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         ordering = deletes.column(ordering_field) if ordering_field in deletes.column_names else None
         if ordering is not None:
             ordering = _natural_order_for_delete_operation(deletes, ordering)
-        keys = deletes.column(RECORD_KEY).to_pylist()
-        values = ordering.to_pylist() if ordering is not None else [None] * len(keys)
-        otype = ordering.type if ordering is not None else None
-        blocks.append(DeleteBlock.from_records(
-            [DeleteRecord(k, target.partition_path, v, otype if v is not None else None) for k, v in zip(keys, values)],
-            ctx.instant_time, ctx.avro_schema_json))
+        blocks.append(DeleteBlock.from_columns(deletes.column(RECORD_KEY), target.partition_path, ordering,
+                                               ctx.instant_time, ctx.avro_schema_json))
     created = write_new_log_file(storage, ctx.base_path, ctx.marker_dir, target.partition_path, target.file_id,
                                  target.log, token, blocks, ctx.data_block_max_size)
     log_name, size, results = created.name, created.size, created.results

@@ -365,6 +365,38 @@ def test_damaged_delete_list_names_the_field():
         decode_delete_records(bad)
 
 
+COLUMN_ORDERINGS = [  # ordering columns of a delete block written column by column (None: no ordering field)
+    None,
+    pa.array([3, None, -(2**40), 0, 7], pa.int64()),
+    pa.array([3, 1, None, -8, 2], pa.int32()),
+    pa.array([1.5, None, -2.25, 0.0, 1e300]),
+    pa.array([1.5, 2.5, None, 0.0, -1.0], pa.float32()),
+    pa.array(["b", None, "", "é", "zz"]),
+    pa.array([dt.date(2024, 2, 29), None, dt.date(1970, 1, 1), dt.date(1969, 12, 31), dt.date(2038, 1, 19)]),
+    pa.array([0, 1, None, -1, 2**40], pa.timestamp("ms", tz="UTC")),
+    pa.array([0, 1, None, -1, 2**50], pa.timestamp("us")),
+    pa.array([0, 1, None, 2, 3], pa.timestamp("s")),  # no flat spelling: record by record
+    pa.array([decimal.Decimal("1.5"), None, decimal.Decimal("-2"), decimal.Decimal("0"), decimal.Decimal("3")]),
+    pa.nulls(5, pa.int64()),
+]
+
+
+@pytest.mark.parametrize("ordering", COLUMN_ORDERINGS, ids=lambda o: "none" if o is None else str(o.type))
+def test_delete_block_from_columns_equals_the_record_encoding(ordering):
+    keys = pa.chunked_array([["k1", "k2é"], ["", "k4", "k5"]])
+    block = DeleteBlock.from_columns(keys, "dt=2024/x", ordering, "1")
+    values = ordering.to_pylist() if ordering is not None else [None] * 5
+    otype = ordering.type if ordering is not None else None
+    records = [DeleteRecord(k, "dt=2024/x", v, otype if v is not None else None)
+               for k, v in zip(keys.to_pylist(), values)]
+    assert block.read_content() == DeleteBlock.from_records(records, "1").read_content()
+    datum = fastavro.schemaless_reader(io.BytesIO(block.read_content()[8:]),
+                                       fastavro.parse_schema(DELETE_RECORD_LIST_SCHEMA), None)
+    assert [item["recordKey"] for item in datum["deleteRecordList"]] == keys.to_pylist()
+    assert DeleteBlock.from_columns(pa.array([], pa.string()), "p", None, "1").read_content() == \
+        DeleteBlock.from_records([], "1").read_content()
+
+
 def test_empty_delete_block():
     block = DeleteBlock.from_records([], "1")
     assert block.read_content() == struct.pack(">ii", 3, 1) + b"\x00"
