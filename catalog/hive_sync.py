@@ -397,14 +397,13 @@ def _session_sync_options() -> dict[str, str]:
     try:
         from pyspark.sql import SparkSession
 
+        from storage.io.spark_conf import runtime_conf
+
         spark = SparkSession.getActiveSession()
         if spark is None:
             return {}
-        conf = spark.conf.getAll
-        conf = conf() if callable(conf) else conf
-        return {k: v for k, v in dict(conf).items() if k.startswith(("hoodie.datasource.hive_sync.",
-                                                                    "hoodie.datasource.meta.sync.",
-                                                                    "hoodie.datasource.meta_sync."))}
+        return runtime_conf(spark, ("hoodie.datasource.hive_sync.", "hoodie.datasource.meta.sync.",
+                                    "hoodie.datasource.meta_sync."))
     except Exception:
         return {}
 

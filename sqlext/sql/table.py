@@ -116,12 +116,12 @@ class HudiTable:
 
 
 def session_hoodie_conf(spark: SparkSession) -> dict[str, str]:
+    from storage.io.spark_conf import runtime_conf
+
     try:
-        values = spark.conf.getAll
-        values = values() if callable(values) else values
+        return runtime_conf(spark, ("hoodie.",))
     except Exception:  # older/connect sessions: no getAll
         return {}
-    return {k: v for k, v in dict(values).items() if k.startswith("hoodie.")}
 
 
 def hidden_columns(meta: HoodieTableMetaClient, data_columns: list[str]) -> list[str]:

@@ -181,7 +181,7 @@ def session_storage_options(spark, options: Mapping[str, Any] | None = None) -> 
     a write's or read's own `fs.*` options; the process default when there is no session."""
     if spark is None:
         return StorageOptions.of(dict(default_storage_options().entries), options)
-    conf = dict(spark.sparkContext.getConf().getAll())
-    runtime = {k: v for k, v in spark.conf.getAll.items() if k.startswith(_SPARK_HADOOP_PREFIX)} \
-        if hasattr(spark.conf, "getAll") else {}
-    return StorageOptions.of(conf, runtime, options)
+    from storage.io.spark_conf import runtime_conf, static_conf
+
+    conf = {**static_conf(spark, _SPARK_HADOOP_PREFIX + "fs."), **static_conf(spark, "fs.")}
+    return StorageOptions.of(conf, runtime_conf(spark, (_SPARK_HADOOP_PREFIX,)), options)
