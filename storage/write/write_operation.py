@@ -208,8 +208,12 @@ class WriteOperation:
         elif parallelism and op is WriteOperationType.BULK_INSERT:
             records = records.repartition(parallelism)  # Hudi's bulk insert input parallelism
         # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
-        # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan.
-        with _persisted(records, op.uses_index or combine) as records:
+        # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan. An input
+        # the session caches already is not cached a second time when only key expressions were added to it
+        reread = op.uses_index or combine
+        if reread and (combine_by or not (combine or self.require_unique_keys)) and _is_cached(df):
+            reread = False
+        with _persisted(records, reread) as records:
             # null ordering values are refused where they decide between records; a SQL MERGE (unique keys) and
             # OverwriteWithLatestAvroPayload (the SQL DML writes: the statement decides) let the field be null
             latest_wins = str(self.config.get(WK.PAYLOAD_CLASS) or "").endswith("OverwriteWithLatestAvroPayload")
@@ -418,6 +422,15 @@ def _run_rolling_writes(records: DataFrame, ctx: WriteTaskContext, tasks: int) -
     except Exception as exc:  # a key the task could not compute: the project's error, not the worker's trace
         raise plain_error(exc) from None
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in rows]
+
+
+def _is_cached(df: DataFrame) -> bool:
+    """Whether the session caches `df` (its plan is served from Spark's cache manager)."""
+    try:
+        level = df.storageLevel
+    except Exception:  # noqa: BLE001 - a session without a cache manager: treat as not cached
+        return False
+    return bool(level.useMemory or level.useDisk)
 
 
 @contextmanager

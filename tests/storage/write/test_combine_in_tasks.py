@@ -20,9 +20,14 @@ def _opts(table_type, **extra):
             "hoodie.datasource.write.hive_style_partitioning": "true", **extra}
 
 
-def _write(spark, path, data, opts, operation):
-    (spark.createDataFrame(data, SCHEMA).coalesce(1).write.format("hudi").options(**opts)
-     .option("hoodie.datasource.write.operation", operation).mode("append").save(path))
+def _write(spark, path, data, opts, operation, cached=False):
+    df = spark.createDataFrame(data, SCHEMA).coalesce(1)
+    if cached:  # a cached input is read again by each step instead of being cached a second time
+        df = df.cache()
+    df.write.format("hudi").options(**opts).option("hoodie.datasource.write.operation", operation) \
+        .mode("append").save(path)
+    if cached:
+        df.unpersist()
 
 
 def _dt(i):
@@ -54,8 +59,8 @@ def _totals(path):
                                                               "numDeletes"))
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-def test_tasks_combine_as_the_dedup_shuffle_does(spark, tmp_path, monkeypatch, table_type):
+@pytest.mark.parametrize("table_type,cached", [("COPY_ON_WRITE", False), ("MERGE_ON_READ", True)])
+def test_tasks_combine_as_the_dedup_shuffle_does(spark, tmp_path, monkeypatch, table_type, cached):
     state = _combined(BASE)
     state.update(_combined(BATCH))  # the table's default payload: the batch's record replaces the stored one
     after_upsert = rows([dict(zip(COLS, r)) for r in state.values()], COLS)
@@ -75,11 +80,11 @@ def test_tasks_combine_as_the_dedup_shuffle_does(spark, tmp_path, monkeypatch, t
     calls = []
     dedup = write_operation.dedup
     monkeypatch.setattr(write_operation, "dedup", lambda *a, **k: calls.append(a) or dedup(*a, **k))
-    _write(spark, combined, BATCH, opts, "upsert")
+    _write(spark, combined, BATCH, opts, "upsert", cached)
     assert arrow_rows(hudi_rs_read(combined), COLS) == after_upsert
     assert _totals(combined) == shuffled_upsert
     assert shuffled_upsert[1] + shuffled_upsert[2] == len({r[0] for r in BATCH})  # one record per key of the batch
-    _write(spark, combined, DELETES, opts, "delete")
+    _write(spark, combined, DELETES, opts, "delete", cached)
     assert not calls  # the tasks combined: no aggregation before the lookup
     assert _totals(combined) == _totals(shuffled)
     assert arrow_rows(hudi_rs_read(combined), COLS) == arrow_rows(hudi_rs_read(shuffled), COLS) == after_delete
@@ -94,3 +99,15 @@ def test_insert_combines_in_its_tasks_when_asked(spark, tmp_path):
     state = _combined(BASE[:10])
     state.update(_combined(batch))
     assert arrow_rows(hudi_rs_read(path), COLS) == rows([dict(zip(COLS, r)) for r in state.values()], COLS)
+
+
+def test_a_cached_input_is_not_cached_again(spark):
+    from storage.write.write_operation import _is_cached
+
+    df = spark.createDataFrame(BASE, SCHEMA)
+    assert not _is_cached(df)
+    df.cache()
+    try:
+        assert _is_cached(df) and not _is_cached(df.select("id"))
+    finally:
+        df.unpersist()
