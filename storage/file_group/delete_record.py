@@ -143,6 +143,8 @@ def _columnar_delete_list(keys: pa.Array, partition_path: str, ordering: pa.Arra
     n = len(keys)
     head = encode_flat_datums(pa.table({"recordKey": keys, "partitionPath": pa.repeat(partition_path, n)}),
                               _KEY_FIELDS)
+    if head is None:
+        return None
     if pa.types.is_null(ordering.type) or ordering.null_count == n:
         tail = pa.repeat(pa.scalar(bytes([_Branch.NULL * 2]), pa.large_binary()), n)
     else:
@@ -152,8 +154,6 @@ def _columnar_delete_list(keys: pa.Array, partition_path: str, ordering: pa.Arra
         if values is None:
             return None
         tail = _with_branch(values, _branch_for(ordering.type))
-    if head is None:
-        return None
     encoder = BinaryEncoder()
     encoder.write_long(n)
     body = pc.binary_join_element_wise(head, tail, _EMPTY)

@@ -6,7 +6,6 @@ import pytest
 
 from storage.config import HoodieConfig
 from storage.exception import HoodieWriteError
-from storage.keygen import create_key_generator
 from storage.write.operation import WriteOperationType
 from storage.write.prepare import key_records, partition_counts, target_schema
 from storage.write.table_settings import resolve_table_settings
