@@ -158,10 +158,12 @@ def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions):
     location."""
     def lookup(batches):
         pairs = pa.Table.from_batches(list(batches), schema=pa.schema(_PAIR_FIELDS))
-        file_of_pair = pairs.column(_FILE).combine_chunks()
-        for index in pc.unique(file_of_pair).to_pylist():
-            info = files[index]
-            candidates = pairs.column(RECORD_KEY).filter(pc.equal(file_of_pair, index)).combine_chunks()
+        pairs = pairs.take(pc.sort_indices(pairs.column(_FILE)))  # one sort, then each file's pairs are a slice
+        file_of_pair = pairs.column(_FILE).to_numpy()
+        starts = np.flatnonzero(np.diff(file_of_pair, prepend=-1))
+        for start, end in zip(starts, [*starts[1:], len(file_of_pair)]):
+            info = files[int(file_of_pair[start])]
+            candidates = pairs.column(RECORD_KEY).slice(start, end - start).combine_chunks()
             found = keys_in_file(info.path, candidates, options)
             n = len(found)
             yield pa.RecordBatch.from_arrays(

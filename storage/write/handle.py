@@ -120,7 +120,7 @@ def _delete_mask(incoming: pa.Table) -> pa.Array:
     is_delete = pc.fill_null(pc.equal(incoming.column(OP_COLUMN), OP_DELETE), False)
     if IS_DELETED in incoming.column_names:
         is_delete = pc.or_(is_delete, pc.fill_null(incoming.column(IS_DELETED).cast(pa.bool_()), False))
-    return pc.fill_null(is_delete, False)
+    return is_delete
 
 
 def split_deletes(incoming: pa.Table) -> tuple[pa.Table, pa.Table]:

@@ -199,20 +199,20 @@ class WriteOperation:
         records = key_records(df, settings, op, schema)
         combine = combine_before_write(self.config, op)
         parallelism = shuffle_parallelism(self.config, op)
+        is_global = is_global_index(self.config)
         combine_by: tuple[str, ...] = ()
-        if combine and combines_in_tasks(op, is_global_index(self.config), self.require_unique_keys, parallelism):
+        aggregated = False  # combined by a Spark aggregation: costly to compute again
+        if combine and combines_in_tasks(op, is_global, self.require_unique_keys, parallelism):
             records, combine_by = with_input_order(records), combine_ordering(settings, schema)  # no shuffle
         elif combine or self.require_unique_keys:
-            records = dedup(records, settings, is_global_index(self.config), count_keys=self.require_unique_keys,
-                            parallelism=parallelism)
+            records = dedup(records, settings, is_global, count_keys=self.require_unique_keys, parallelism=parallelism)
+            aggregated = True
         elif parallelism and op is WriteOperationType.BULK_INSERT:
             records = records.repartition(parallelism)  # Hudi's bulk insert input parallelism
         # read by the counts, the index lookup and the write tasks: the dedup and key expressions run once.
         # Bulk inserts and overwrites only count, then write: caching would cost more than a second scan. An input
         # the session caches already is not cached a second time when only key expressions were added to it
-        reread = op.uses_index or combine
-        if reread and (combine_by or not (combine or self.require_unique_keys)) and _is_cached(df):
-            reread = False
+        reread = (op.uses_index or combine) and (aggregated or not _is_cached(df))
         with _persisted(records, reread) as records:
             # null ordering values are refused where they decide between records; a SQL MERGE (unique keys) and
             # OverwriteWithLatestAvroPayload (the SQL DML writes: the statement decides) let the field be null
