@@ -32,6 +32,7 @@ class FrameCache:
 
     def __init__(self) -> None:
         self._frames: list[DataFrame] = []
+        self.lookup: DataFrame | None = None  # the index lookup's matches, once cached here
 
     def persist(self, df: DataFrame) -> DataFrame:
         from pyspark import StorageLevel
@@ -40,14 +41,19 @@ class FrameCache:
         self._frames.append(df)
         return df
 
+    def persist_lookup(self, matches: DataFrame) -> DataFrame:
+        self.lookup = self.persist(matches)
+        return self.lookup
+
     @property
     def holds_lookup(self) -> bool:
-        return bool(self._frames)
+        return self.lookup is not None
 
     def release(self) -> None:
         for df in self._frames:
             df.unpersist()
         self._frames.clear()
+        self.lookup = None
 
     def __enter__(self) -> "FrameCache":
         return self
@@ -107,7 +113,7 @@ def attach_locations(records: DataFrame, matches: DataFrame, is_global: bool, br
     onto `records`; broadcast them when the batch is small (then there are at most as many as records), and then
     cache them in `cache`, so that the lookup runs once however often the join is read."""
     if broadcast and cache is not None:
-        matches = cache.persist(matches)
+        matches = cache.persist_lookup(matches)
     if not is_global:
         matches = matches.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     return records.join(F.broadcast(matches) if broadcast else matches, on=join_keys(is_global), how="left")

@@ -138,10 +138,14 @@ def is_bucketed(tagged: DataFrame) -> bool:
     return BUCKET_NUMBER in tagged.columns
 
 
-def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None) -> WorkloadProfile:
+def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None,
+                     matches: DataFrame | None = None) -> WorkloadProfile:
     """Updates per file group and inserts per partition (and per bucket, for a bucket index), counted in one
     Spark job over the tagged records. `checks`: the batch was not counted before the lookup; the same job
-    checks it (`storage.write.prepare.check_aggregates`)."""
+    checks it (`storage.write.prepare.check_aggregates`). `matches`: the index lookup's cached matches, when
+    they alone say where the batch goes (`deletes_by_matches`): counted instead of the tagged records."""
+    if matches is not None:
+        return _deletes_profile(matches)
     bucketed = is_bucketed(tagged)
     keys = [PARTITION_PATH, LOC_FILE_ID, OP_COLUMN] + ([BUCKET_NUMBER] if bucketed else [])
     extra = check_aggregates(tagged.columns, checks.precombine) if checks else []
@@ -164,4 +168,22 @@ def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None) -> Wo
             profile.updates[(partition, file_id)] = profile.updates.get((partition, file_id), 0) + count
         if op == OP_WRITE:
             profile.written += count
+    return profile
+
+
+def deletes_by_matches(op: WriteOperationType, checks: BatchChecks | None, bucketed: bool) -> bool:
+    """A delete writes only the stored keys the lookup found, each in its file group: its profile is the
+    lookup's matches counted per file group (a delete block per group), without joining them back onto the
+    batch. A delete's batch has nothing to check (no ordering values; its keys are computed by the lookup)."""
+    return op is WriteOperationType.DELETE and not bucketed and not (checks and checks.precombine)
+
+
+def _deletes_profile(matches: DataFrame) -> WorkloadProfile:
+    try:
+        rows = matches.groupBy(LOC_PARTITION, LOC_FILE_ID).count().collect()
+    except Exception as exc:  # a key expression failed inside Spark: report it plainly
+        raise plain_error(exc) from None
+    verify_batch(sorted({r[0] for r in rows}), [], None, False)
+    profile = WorkloadProfile(bucketed=False)
+    profile.updates.update({(partition, file_id): count for partition, file_id, count in rows})
     return profile

@@ -57,6 +57,7 @@ from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_ud
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
 from storage.write.spark_partitioning import max_packed_tasks
 from storage.write.locate import (
+    deletes_by_matches,
     is_bucketed,
     is_global_index,
     lookup_needs_partitions,
@@ -254,7 +255,9 @@ class WriteOperation:
                                   prepared.partitions, prepared.num_records, cache)
             bucketed = is_bucketed(tagged)
             with _persisted(tagged, (op.uses_index or bucketed) and not cache.holds_lookup) as tagged:
-                profile = workload_profile(tagged, prepared.checks) if op in _PROFILED or bucketed else None
+                by_matches = cache.holds_lookup and deletes_by_matches(op, prepared.checks, bucketed)
+                profile = workload_profile(tagged, prepared.checks, cache.lookup if by_matches else None) \
+                    if op in _PROFILED or bucketed else None
                 if self.require_unique_keys and op is WriteOperationType.UPSERT and \
                         profile.written > prepared.num_records:
                     raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
