@@ -43,6 +43,7 @@ _HEADER = struct.Struct(">iibi")  # version, nbHash, hashType, vectorSize
 _DYNAMIC_STATE = struct.Struct(">iii")  # nr, currentNbRecord, rows
 # Below this many positions per vector bit, scattered ORs beat building a full-size boolean mask.
 _SCATTER_DENSITY = 64
+_POPCOUNT = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)  # bits set in each byte value
 
 
 def bloom_sizing(num_entries: int, fpp: float) -> tuple[int, int]:
@@ -242,6 +243,10 @@ class BloomFilter(ABC):
     def to_bytes(self) -> bytes:
         """The Java DataOutput stream of this filter."""
 
+    @abstractmethod
+    def keys_held(self) -> int:
+        """How many keys were added (an estimate from the bits set, for a filter that does not count them)."""
+
     def _header(self) -> bytes:
         return _HEADER.pack(_FILTER_VERSION, self._num_hashes, self._hash_type, self._vector_size)
 
@@ -299,6 +304,12 @@ class SimpleBloomFilter(BloomFilter):
 
     def to_bytes(self) -> bytes:
         return self._header() + self._bits.tobytes()
+
+    def keys_held(self) -> int:
+        # Swamidass and Baldi's estimate: n = -(m / k) ln(1 - X / m) with X of the m bits set by k hashes a key
+        ones = int(_POPCOUNT[self._bits].sum(dtype=np.int64))
+        m, k = self._vector_size, self._num_hashes
+        return round(-m / k * math.log1p(-ones / m)) if ones < m else 1 << 62
 
     def _row_filters(self) -> Sequence["SimpleBloomFilter"]:
         return (self,)
@@ -365,6 +376,9 @@ class DynamicBloomFilter(BloomFilter):
     @property
     def num_rows(self) -> int:
         return len(self._rows)
+
+    def keys_held(self) -> int:
+        return (len(self._rows) - 1) * self._nr + self._current  # the last row's count runs on past the bound
 
     def to_bytes(self) -> bytes:
         state = _DYNAMIC_STATE.pack(self._nr, to_int32(self._current), len(self._rows))

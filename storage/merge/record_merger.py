@@ -121,6 +121,21 @@ def merge_unique_keys(stored: pa.Table, incoming: pa.Table, mode: RecordMergeMod
     return pc.invert(wins), pa.array(written)
 
 
+def delete_unique_keys(stored: pa.Table, deletes: pa.Table, mode: RecordMergeMode,
+                       key_column: str = RECORD_KEY) -> pa.Array | None:
+    """`merge_records` of stored rows and incoming deletes only (`DELETE_KEY`, `DELETE_ORDERING`), each delete
+    later than the stored versions: whether each stored row is kept (its key not deleted), looked up by hash, no
+    sort. None when a stored key repeats or is null, or a delete carries an ordering value that must be compared
+    (event-time ordering): then `merge_records` decides."""
+    keys = _flat(stored[key_column])
+    if keys.null_count or len(pc.unique(keys)) != len(keys):
+        return None
+    ordering = _flat(deletes[DELETE_ORDERING])
+    if mode == RecordMergeMode.EVENT_TIME_ORDERING and not pc.all(_is_natural_order(ordering)).as_py():
+        return None
+    return pc.invert(pc.is_in(keys, value_set=_flat(deletes[DELETE_KEY])))
+
+
 def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
     return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 

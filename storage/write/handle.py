@@ -51,6 +51,7 @@ from storage.write.task_context import (
 log = logging.getLogger(__name__)
 
 _ARROW_WRITER = "parquet-cpp"  # `created_by` of the parquet files this engine writes
+_STALE_BLOOM_KEYS = 0.1  # a continued bloom filter may hold this share more keys than its file (keys since deleted)
 
 
 def task_ids() -> tuple[int, int, int]:
@@ -156,8 +157,13 @@ def merge_with_stored(old: pa.Table, writes: pa.Table, delete_rows: pa.Table,
             kept, writes = old.filter(keep_stored), writes.filter(written)
             updates = old.num_rows - kept.num_rows
             return kept, writes, {"inserts": writes.num_rows - updates, "updates": updates, "deletes": 0}
-    candidates = _candidates(old, writes, merge.ordering_field)
     deletes = _delete_records(delete_rows, merge.ordering_field)
+    if not writes.num_rows and IS_DELETED not in old.column_names:
+        keep = record_merger.delete_unique_keys(old, deletes, merge.mode)
+        if keep is not None:  # the usual delete: stored keys unique, every delete removes its key
+            kept = old.filter(keep)
+            return kept, writes, {"inserts": 0, "updates": 0, "deletes": old.num_rows - kept.num_rows}
+    candidates = _candidates(old, writes, merge.ordering_field)
     survivors = record_merger.merge_records(candidates, deletes, merge.mode, merge.ordering_field)
     from_old = pc.equal(survivors[WRITE_SEQ], BASE_WRITE_SEQ)
     kept = old.take(pc.filter(survivors[_ROW], from_old))
@@ -227,7 +233,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
                  WK.MERGE_MAX_SIZE.key, ctx.merge_max_size)
         written, counts, size = stream_merge(base, data, ctx, storage, path, file_name, partition_id)
     else:
-        seed = bloom_seed(base, target.base_file_path, kept, counts["deletes"], ctx) if base is not None else None
+        seed = bloom_seed(base, target.base_file_path, kept, counts, ctx) if base is not None else None
         size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
                                ctx.populate_meta_fields, seed)
         written = output.num_rows
@@ -249,13 +255,15 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
     )
 
 
-def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, deleted: int,
+def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, counts: dict[str, int],
                ctx: WriteTaskContext) -> BloomSeed | None:
     """The rewritten file's own bloom filter, as the start of the new file's: it holds the kept records' keys already,
     so only the incoming keys are hashed (Hudi hashes every key again; the filter holds the same keys). Only a filter
-    this engine wrote (an Arrow-written file: Java-written footers were seen not to cover their keys), of the
-    write's settings, and not when records were deleted (the filter would keep their keys)."""
-    if kept is None or deleted or not ctx.populate_meta_fields or not kept.num_rows:
+    this engine wrote (an Arrow-written file: Java-written footers were seen not to cover their keys) and of the
+    write's settings. After deletes the filter still holds the deleted keys: harmless to a lookup (a false positive
+    the file's keys then rule out), so it is continued while such stale keys stay within `_STALE_BLOOM_KEYS` of the
+    file's live ones, and built afresh beyond that."""
+    if kept is None or not ctx.populate_meta_fields or not kept.num_rows:
         return None
     if not str(base.metadata.created_by or "").startswith(_ARROW_WRITER):
         return None
@@ -263,7 +271,12 @@ def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, deleted: 
 
     stored = trusted_bloom_filter(base.metadata.metadata or {}, path)
     bloom = continued_bloom_filter(stored, **ctx.bloom_options) if stored is not None else None
-    return BloomSeed(bloom, kept.num_rows) if bloom is not None else None
+    if bloom is None:
+        return None
+    live = kept.num_rows + counts["updates"]  # the stored keys the file keeps, all in the filter
+    if counts["deletes"] and bloom.keys_held() - live > _STALE_BLOOM_KEYS * live:
+        return None
+    return BloomSeed(bloom, kept.num_rows)
 
 
 def stored_rows(table: pa.Table, ctx: WriteTaskContext) -> pa.Table:

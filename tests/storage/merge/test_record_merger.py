@@ -198,3 +198,31 @@ def test_merge_of_unique_keys_leaves_repeated_keys_to_the_sorting_merge():
     once = _records([("a", 3, "z", 0)])
     assert merge_unique_keys(twice, once, EVENT, "ts") is None
     assert merge_unique_keys(once, twice, EVENT, "ts") is None
+
+
+@pytest.mark.parametrize("mode,natural", [(COMMIT, False), (EVENT, True), (EVENT, False)])
+def test_deletes_of_unique_keys_decide_as_the_sorting_merge(mode, natural):
+    """The hash-lookup delete (a bucket of deletes only, the usual copy-on-write delete) keeps exactly the stored
+    rows the general merge does; deletes whose ordering values must be compared are left to the general merge."""
+    import numpy as np
+
+    from storage.merge.record_merger import DELETE_KEY, DELETE_ORDERING, delete_unique_keys
+
+    rng = np.random.default_rng(7)
+    keys = rng.permutation(400)[:300]
+    stored = pa.table({"_hoodie_record_key": pa.array([f"k{k}" for k in keys]),
+                       "ts": pa.array(rng.integers(1, 5, 300), pa.int64()),
+                       "_hoodie_write_seq": pa.array([-1] * 300, pa.int64()), "pos": pa.array(np.arange(300))})
+    gone = [f"k{k}" for k in rng.permutation(500)[:120]]  # some stored, some not
+    ordering = [0] * 120 if natural else rng.integers(0, 6, 120).tolist()
+    deletes = pa.table({DELETE_KEY: pa.array(gone), DELETE_ORDERING: pa.array(ordering, pa.int64()),
+                        "_hoodie_write_seq": pa.array([0] * 120, pa.int64())})
+    keep = delete_unique_keys(stored, deletes, mode)
+    if mode is EVENT and not natural:
+        assert keep is None
+        return
+    survivors = merge_records(stored, deletes, mode, "ts")["pos"].to_pylist()
+    assert [i for i, k in enumerate(keep.to_pylist()) if k] == survivors
+    assert 180 <= len(survivors) < 300
+    twice = pa.concat_tables([stored, stored.slice(0, 1)])
+    assert delete_unique_keys(twice, deletes, mode) is None

@@ -1,6 +1,7 @@
 """A copy-on-write merge starts the rewritten file's bloom filter from the old file's (storage.write.handle.bloom_seed):
 the result holds the same keys as a filter built afresh and, while the keys fit the filter's rows, is the same
-bytes; Java-written files, deletes and other filter settings build afresh."""
+bytes; after deletes it holds their keys too, up to a bound; Java-written files and other filter settings build
+afresh."""
 from __future__ import annotations
 
 import glob
@@ -61,23 +62,62 @@ def test_other_settings_are_not_continued():
     assert continued_bloom_filter(stored, "DYNAMIC_V0", 500, 1e-6, 2000) is stored
 
 
-def test_only_this_engines_files_without_deletes_seed(tmp_path):
-    options = {"filter_type": "DYNAMIC_V0", "num_entries": 500, "fpp": 1e-6, "max_entries": 2000}
-    keys = _keys(0, 10)
+def _counts(updates=0, deletes=0):
+    return {"inserts": 0, "updates": updates, "deletes": deletes}
+
+
+@pytest.mark.parametrize("filter_type", ["SIMPLE", "DYNAMIC_V0"])
+def test_only_this_engines_files_seed_and_deletes_up_to_a_bound(tmp_path, filter_type):
+    options = {"filter_type": filter_type, "num_entries": 500, "fpp": 1e-6, "max_entries": 2000}
+    keys = _keys(0, 100)
     path = str(tmp_path / "f.parquet")
     pq.write_table(pa.table({"_hoodie_record_key": keys}).replace_schema_metadata(footer_metadata(keys, options)), path)
     base = pq.ParquetFile(path)
     ctx = SimpleNamespace(populate_meta_fields=True, bloom_options=options)
-    kept = pa.table({"_hoodie_record_key": keys.slice(2)})
-    seed = bloom_seed(base, path, kept, 0, ctx)
-    assert seed is not None and seed.rows == 8 and seed.bloom.might_contain_many(keys).all()
-    assert bloom_seed(base, path, kept, 1, ctx) is None  # a delete: its key would stay in the filter
-    assert bloom_seed(base, path, None, 0, ctx) is None
+    kept = pa.table({"_hoodie_record_key": keys.slice(20)})
+    seed = bloom_seed(base, path, kept, _counts(updates=20), ctx)
+    assert seed is not None and seed.rows == 80 and seed.bloom.might_contain_many(keys).all()
+    # deleted keys stay in a continued filter: up to a tenth of the file's live keys, then it is built afresh
+    assert bloom_seed(base, path, kept, _counts(updates=15, deletes=5), ctx) is not None
+    assert bloom_seed(base, path, kept, _counts(deletes=20), ctx) is None
+    assert bloom_seed(base, path, None, _counts(), ctx) is None
     java = SimpleNamespace(metadata=SimpleNamespace(created_by="parquet-mr version 1.12.3 (build ...)",
                                                    metadata=base.metadata.metadata))
-    assert bloom_seed(java, path, kept, 0, ctx) is None
-    assert bloom_seed(base, path, kept, 0, SimpleNamespace(populate_meta_fields=True, bloom_options={
+    assert bloom_seed(java, path, kept, _counts(updates=20), ctx) is None
+    assert bloom_seed(base, path, kept, _counts(updates=20), SimpleNamespace(populate_meta_fields=True, bloom_options={
         **options, "num_entries": 100})) is None
+
+
+@pytest.mark.parametrize("count", [10, 400, 3000])
+def test_a_simple_filter_estimates_the_keys_it_holds(count):
+    bloom = create_bloom_filter("SIMPLE", 2000, 1e-6, 0)
+    bloom.add_keys(_keys(0, count))
+    assert abs(bloom.keys_held() - count) <= max(2, count // 50)
+    dynamic = create_bloom_filter("DYNAMIC_V0", 500, 1e-6, 2000)
+    dynamic.add_keys(_keys(0, count))
+    assert dynamic.keys_held() == count
+
+
+def test_a_file_rewritten_after_deletes_keeps_finding_its_keys(spark, tmp_path):
+    """Deletes continue the file's filter (the deleted keys stay in it): every key of the file is still found, and a
+    deleted key written again is a new record (found nowhere), not a second copy."""
+    path = str(tmp_path / "d")
+    opts = {"hoodie.table.name": "s", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt"}
+    base = [(f"k{i:04d}", "v0", 1, "p0") for i in range(200)]
+    spark.createDataFrame(base, SCHEMA).write.format("hudi").options(**opts).mode("append").save(path)
+    gone = [r for r in base if int(r[0][1:]) % 20 == 0]
+    spark.createDataFrame(gone, SCHEMA).write.format("hudi").options(**opts) \
+        .option("hoodie.datasource.write.operation", "delete").mode("append").save(path)
+    [latest] = sorted(glob.glob(f"{path}/p0/*.parquet"), key=lambda p: os.path.basename(p).rsplit("_", 1)[1])[-1:]
+    stored = deserialize_bloom_filter("DYNAMIC_V0", pq.read_metadata(latest).metadata[BLOOM_FILTER_FOOTER_KEY.encode()])
+    keys = pq.read_table(latest, columns=["_hoodie_record_key"]).column(0)
+    assert len(keys) == 190 and stored.might_contain_many(keys).all()
+    assert stored.keys_held() == 200  # continued: the deleted keys stay
+    back = [(k, "v1", 2, "p0") for k, *_ in gone[:5]]
+    spark.createDataFrame(back, SCHEMA).write.format("hudi").options(**opts).mode("append").save(path)
+    state = {r[0]: r for r in base if r not in gone} | {r[0]: r for r in back}
+    assert arrow_rows(hudi_rs_read(path), COLS) == rows([dict(zip(COLS, r)) for r in state.values()], COLS)
 
 
 def test_rewritten_files_carry_the_footer_of_all_their_keys(spark, tmp_path):
