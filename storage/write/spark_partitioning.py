@@ -71,17 +71,25 @@ def pack_tasks(costs: list[float], max_tasks: int) -> tuple[int, list[int]]:
 
 
 TASKS_PER_CORE = 2  # tasks per core when file-level jobs are packed: room for cost estimates that are off
+JOBS_PER_TASK = 4  # ... unless each core's one task gets this many jobs: then their estimates' errors even out
 
 
-def max_packed_tasks(spark) -> int:
-    """How many tasks file-level jobs (write buckets, compactions, clustering groups) are packed into."""
-    return TASKS_PER_CORE * spark.sparkContext.defaultParallelism
+def packed_task_limit(jobs: int, cores: int) -> int:
+    """How many tasks `jobs` file-level jobs are packed into on `cores` cores: two tasks a core, so that a task
+    whose cost was underestimated does not hold the stage alone, or one task a core when each gets several jobs
+    (a second task a core then costs its fixed start, some 50-70 ms of Spark and Python here, for nothing)."""
+    return cores if jobs >= JOBS_PER_TASK * cores else TASKS_PER_CORE * cores
+
+
+def max_packed_tasks(spark, jobs: int) -> int:
+    """How many tasks `jobs` file-level jobs (write buckets, compactions, clustering groups) are packed into."""
+    return packed_task_limit(jobs, spark.sparkContext.defaultParallelism)
 
 
 def packed_frame(spark, rows: list[tuple], costs: list[float], schema):
     """`rows` (one per file-level job) as a DataFrame whose tasks each hold several of them, packed by `costs`
     (`pack_tasks`): a table service's `mapInArrow` then runs a few Python tasks instead of one per file."""
-    tasks, task_of = pack_tasks(costs, max_packed_tasks(spark))
+    tasks, task_of = pack_tasks(costs, max_packed_tasks(spark, len(rows)))
     per_task: list[list[tuple]] = [[] for _ in range(tasks)]
     for row, task in zip(rows, task_of):
         per_task[task].append(row)

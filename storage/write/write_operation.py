@@ -295,7 +295,7 @@ class WriteOperation:
         action = Action.DELTA_COMMIT if settings.is_mor and op.commit_action == Action.COMMIT else op.commit_action
         # built before any instant file exists: a bad option fails the write with nothing to undo
         ctx = build_task_context(meta, self.config, settings, "0", prepared.schema, located.plan,
-                                 located.fs_view, tally.accumulator, max_packed_tasks(self.spark),
+                                 located.fs_view, tally.accumulator, max_packed_tasks(self.spark, len(located.plan)),
                                  located.sizes.avg_record_size)
         requested, heartbeat = self._start_commit(located, action)
         instant_time = requested.timestamp

@@ -61,6 +61,14 @@ def test_buckets_packed_into_fewer_tasks_keep_distinct_keys_in_their_task():
     assert [murmur3_hash_int(k) % 3 for k in keys] == task_of
 
 
+def test_many_jobs_pack_into_one_task_a_core():
+    from storage.write.spark_partitioning import packed_task_limit
+
+    assert packed_task_limit(5, 2) == 4  # a few jobs a task: a second task a core absorbs a misestimate
+    assert packed_task_limit(8, 2) == 2 and packed_task_limit(20, 2) == 2  # several a task: one task a core
+    assert pack_tasks([1.0] * 20, packed_task_limit(20, 2))[0] == 2
+
+
 def test_pack_tasks_balances_estimated_bytes():
     assert pack_tasks([5.0, 1.0], 4) == (2, [0, 1])  # few buckets: one task each
     tasks, task_of = pack_tasks([10, 9, 1, 1, 1, 8, 2, 2, 2, 4], 3)
