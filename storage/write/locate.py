@@ -183,7 +183,6 @@ def _deletes_profile(matches: DataFrame) -> WorkloadProfile:
         rows = matches.groupBy(LOC_PARTITION, LOC_FILE_ID).count().collect()
     except Exception as exc:  # a key expression failed inside Spark: report it plainly
         raise plain_error(exc) from None
-    verify_batch(sorted({r[0] for r in rows}), [], None, False)
     profile = WorkloadProfile(bucketed=False)
     profile.updates.update({(partition, file_id): count for partition, file_id, count in rows})
     return profile

@@ -76,11 +76,15 @@ def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, 
     """The input in the target schema's columns and types (missing columns null), with record key, partition
     path and operation columns; the soft-delete marker `_hoodie_is_deleted` rides along as a side column."""
     spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
-    lower = {c.lower(): c for c in df.columns}
+    given = {f.name.lower(): f for f in df.schema.fields}
+    lower = {name: f.name for name, f in given.items()}
     cols = []
     for field in spark_schema.fields:
-        src = lower.get(field.name.lower())
-        value = F.col(f"`{src}`").cast(field.dataType) if src else F.lit(None).cast(field.dataType)
+        src = given.get(field.name.lower())
+        if src is not None and src.name == field.name and src.dataType == field.dataType:
+            cols.append(F.col(f"`{src.name}`"))  # as it is: no cast nor alias, two py4j calls fewer a column
+            continue
+        value = F.col(f"`{src.name}`").cast(field.dataType) if src else F.lit(None).cast(field.dataType)
         cols.append(value.alias(field.name))
     is_delete = F.lit(OP_DELETE if op is WriteOperationType.DELETE else OP_WRITE).cast("tinyint")
     if IS_DELETED.lower() in lower:
