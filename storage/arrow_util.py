@@ -12,6 +12,22 @@ def constant_array(value, n: int, type_: pa.DataType) -> pa.Array:
     return pa.nulls(n, type_).fill_null(pa.scalar(value, type_))
 
 
+def flat_array(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`values` as one contiguous array (a chunked column combined)."""
+    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+
+
+def large_binary_offsets(values: pa.Array) -> np.ndarray:
+    """A large binary array's value offsets (len + 1 of them, into its data buffer)."""
+    return np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset:values.offset + len(values) + 1]
+
+
+def large_binary_data(values: pa.Array) -> bytes:
+    """The concatenated bytes of a large binary array's values."""
+    offsets = large_binary_offsets(values)
+    return values.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]] if len(values) else b""
+
+
 def row_numbers(n: int) -> pa.Array:
     return pa.array(np.arange(n, dtype=np.int64))
 

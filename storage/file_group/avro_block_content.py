@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.arrow_util import large_binary_data, large_binary_offsets
 from storage.avro.datum_batch import decode_datums, decode_datums_to_table, encode_datums, encode_table_datums
 from storage.exception import HoodieAvroDecodeError, HoodieAvroEncodeError, HoodieCorruptedLogError
 from storage.file_group.block_content import PREFIX_SIZE, content_prefix, read_content_prefix
@@ -36,16 +37,14 @@ def encode_avro_table(table: pa.Table, schema_json: str) -> bytes:
     joined to the datums by Arrow (no Python loop over rows)."""
     datums = encode_table_datums(table, schema_json)
     count = len(datums)
-    offsets = np.frombuffer(datums.buffers()[1], np.int64, count + 1, datums.offset * 8)
+    offsets = large_binary_offsets(datums)
     lengths = np.diff(offsets)
     if count and lengths.max() > 2**31 - 1:
         raise HoodieAvroEncodeError(f"a record of {lengths.max()} bytes does not fit an int32 length")
     prefixes = pa.Array.from_buffers(pa.large_binary(), count, [
         None, pa.py_buffer(np.arange(count + 1, dtype=np.int64) * 4), pa.py_buffer(lengths.astype(">i4"))])
     framed = pc.binary_join_element_wise(prefixes, datums, _EMPTY)
-    size = 4 * count + int(offsets[-1] - offsets[0])
-    body = framed.buffers()[2][:size].to_pybytes() if size else b""
-    return content_prefix(count) + body
+    return content_prefix(count) + large_binary_data(framed)
 
 
 # ----------------------------------------------------------------------------------------------- record bounds

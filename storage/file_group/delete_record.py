@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.arrow_util import flat_array, large_binary_data, large_binary_offsets
 from storage.avro.decoder import BinaryDecoder, DatumReader
 from storage.avro.encoder import BinaryEncoder, DatumWriter
 from storage.avro.schema_compiler import UnionValue
@@ -108,19 +109,15 @@ def encode_delete_columns(keys: pa.Array, partition_path: str, ordering: pa.Arra
     """DELETE_BLOCK content for the deletes of one partition (record keys and their ordering values, None: none),
     the same bytes as `encode_delete_records` gives, encoded column by column (storage.avro.columnar_encoder)
     when the ordering values' type has a flat Avro spelling, else record by record."""
-    keys = _combined(keys)
+    keys = flat_array(keys)
     n = len(keys)
-    ordering = pa.nulls(n) if ordering is None else _combined(ordering)
+    ordering = pa.nulls(n) if ordering is None else flat_array(ordering)
     content = _columnar_delete_list(keys, partition_path, ordering) if n else None
     if content is None:
         otype = ordering.type if not pa.types.is_null(ordering.type) else None
         return encode_delete_records(DeleteRecord(k, partition_path, v, otype if v is not None else None)
                                      for k, v in zip(keys.to_pylist(), ordering.to_pylist()))
     return content_prefix(len(content)) + content
-
-
-def _combined(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
 
 
 # the orderingVal branches whose values the columnar encoder writes, as the flat Avro type it writes them with
@@ -157,13 +154,13 @@ def _columnar_delete_list(keys: pa.Array, partition_path: str, ordering: pa.Arra
     encoder = BinaryEncoder()
     encoder.write_long(n)
     body = pc.binary_join_element_wise(head, tail, _EMPTY)
-    return encoder.getvalue() + _data_of(body) + b"\x00"
+    return encoder.getvalue() + large_binary_data(body) + b"\x00"
 
 
 def _with_branch(datums: pa.Array, branch: _Branch) -> pa.Array:
     """Datums of a [null, kind] union with the orderingVal union's branch index in place of index 1 (both one
     zig-zag byte, each datum's first)."""
-    offsets = np.frombuffer(datums.buffers()[1], dtype=np.int64)[datums.offset:datums.offset + len(datums) + 1]
+    offsets = large_binary_offsets(datums)
     data = np.frombuffer(datums.buffers()[2], dtype=np.uint8).copy()
     starts = offsets[:-1]
     data[starts[data[starts] == 2]] = branch * 2
@@ -171,10 +168,6 @@ def _with_branch(datums: pa.Array, branch: _Branch) -> pa.Array:
                                                                   pa.py_buffer(data[offsets[0]:offsets[-1]])])
 
 
-def _data_of(values: pa.Array) -> bytes:
-    """The concatenated bytes of a large binary array's values."""
-    offsets = np.frombuffer(values.buffers()[1], dtype=np.int64)[values.offset:values.offset + len(values) + 1]
-    return values.buffers()[2].to_pybytes()[offsets[0]:offsets[-1]]
 
 
 def _text(value: Any) -> str | None:

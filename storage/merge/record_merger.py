@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.arrow_util import constant_array, row_numbers
+from storage.arrow_util import constant_array, flat_array, row_numbers
 from storage.meta_fields import IS_DELETED, RECORD_KEY
 from storage.exception import HoodieMergeError
 
@@ -82,9 +82,9 @@ def _greatest_per_key(keys: pa.ChunkedArray | pa.Array, ordering: list) -> pa.Ar
     sort_keys = [("k", "ascending", "at_end")] + [(name, "descending", "at_end") for name in columns if name != "k"]
     frame = pa.table(columns)
     order = pc.sort_indices(frame, sort_keys=sort_keys)
-    sorted_keys = _flat(pc.take(frame["k"], order))
+    sorted_keys = flat_array(pc.take(frame["k"], order))
     first = pc.or_(_first_of_runs(sorted_keys), pc.is_null(sorted_keys))
-    return pc.filter(_flat(pc.take(frame["i"], order)), first)
+    return pc.filter(flat_array(pc.take(frame["i"], order)), first)
 
 
 def combine_records(records: pa.Table, ordering_columns: list[str], key_column: str = RECORD_KEY) -> pa.Table:
@@ -104,15 +104,14 @@ def merge_unique_keys(stored: pa.Table, incoming: pa.Table, mode: RecordMergeMod
     on either side and nothing is deleted: each stored key looked up among the (fewer) incoming ones by hash, no
     sort of all versions. Returns (whether each stored row is kept, whether each incoming row is written: a new
     key, or an update that wins), or None when a side repeats a key (then `merge_records` decides)."""
-    stored_keys, incoming_keys = _flat(stored[key_column]), _flat(incoming[key_column])
-    if stored_keys.null_count or incoming_keys.null_count or \
-            len(pc.unique(incoming_keys)) != len(incoming_keys) or len(pc.unique(stored_keys)) != len(stored_keys):
+    stored_keys, incoming_keys = flat_array(stored[key_column]), flat_array(incoming[key_column])
+    if not (_unique_keys(incoming_keys) and _unique_keys(stored_keys)):
         return None
     position = pc.index_in(stored_keys, value_set=incoming_keys)  # per stored row: its key's incoming row
     wins = pc.is_valid(position)
     if mode == RecordMergeMode.EVENT_TIME_ORDERING:
-        old = _flat(stored[ordering_field])
-        new = pc.take(_flat(incoming[ordering_field]).cast(old.type), position)
+        old = flat_array(stored[ordering_field])
+        new = pc.take(flat_array(incoming[ordering_field]).cast(old.type), position)
         # a later write wins a tie; a null ordering value loses to any value
         wins = pc.and_(wins, pc.or_(pc.is_null(old), pc.fill_null(pc.greater_equal(new, old), False)))
     lost = pc.filter(position, pc.and_(pc.is_valid(position), pc.invert(wins)))
@@ -121,23 +120,24 @@ def merge_unique_keys(stored: pa.Table, incoming: pa.Table, mode: RecordMergeMod
     return pc.invert(wins), pa.array(written)
 
 
+def _unique_keys(keys: pa.Array) -> bool:
+    """No key null, none twice: the condition of the hash-lookup merges."""
+    return not keys.null_count and len(pc.unique(keys)) == len(keys)
+
+
 def delete_unique_keys(stored: pa.Table, deletes: pa.Table, mode: RecordMergeMode,
                        key_column: str = RECORD_KEY) -> pa.Array | None:
     """`merge_records` of stored rows and incoming deletes only (`DELETE_KEY`, `DELETE_ORDERING`), each delete
     later than the stored versions: whether each stored row is kept (its key not deleted), looked up by hash, no
     sort. None when a stored key repeats or is null, or a delete carries an ordering value that must be compared
     (event-time ordering): then `merge_records` decides."""
-    keys = _flat(stored[key_column])
-    if keys.null_count or len(pc.unique(keys)) != len(keys):
+    keys = flat_array(stored[key_column])
+    if not _unique_keys(keys):
         return None
-    ordering = _flat(deletes[DELETE_ORDERING])
+    ordering = flat_array(deletes[DELETE_ORDERING])
     if mode == RecordMergeMode.EVENT_TIME_ORDERING and not pc.all(_is_natural_order(ordering)).as_py():
         return None
-    return pc.invert(pc.is_in(keys, value_set=_flat(deletes[DELETE_KEY])))
-
-
-def _flat(values: pa.Array | pa.ChunkedArray) -> pa.Array:
-    return values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    return pc.invert(pc.is_in(keys, value_set=flat_array(deletes[DELETE_KEY])))
 
 
 def _first_of_runs(sorted_keys: pa.Array) -> pa.Array:
@@ -155,16 +155,16 @@ def _survivors(records: pa.Table, winners: pa.Array, deletes: pa.Table | None, m
     """For each winner: False when a delete removes its key."""
     keep = constant_array(True, len(winners), pa.bool_())
     if IS_DELETED in records.column_names:
-        flagged = pc.fill_null(pc.cast(_flat(pc.take(records[IS_DELETED], winners)), pa.bool_()), False)
+        flagged = pc.fill_null(pc.cast(flat_array(pc.take(records[IS_DELETED], winners)), pa.bool_()), False)
         keep = pc.and_(keep, pc.invert(flagged))
     if deletes is None or deletes.num_rows == 0:
         return keep
-    frame = pa.table({"k": _flat(pc.take(records[key_column], winners)),
-                      "s": _flat(pc.take(records[WRITE_SEQ], winners)), "pos": row_numbers(len(winners))})
+    frame = pa.table({"k": flat_array(pc.take(records[key_column], winners)),
+                      "s": flat_array(pc.take(records[WRITE_SEQ], winners)), "pos": row_numbers(len(winners))})
     if mode == RecordMergeMode.COMMIT_TIME_ORDERING:
         removed = _later_delete(frame, deletes)
     else:
-        frame = frame.append_column("o", _flat(pc.take(records[ordering_field], winners)))
+        frame = frame.append_column("o", flat_array(pc.take(records[ordering_field], winners)))
         removed = _event_time_delete(frame, deletes)
     return pc.and_(keep, pc.invert(removed))
 
@@ -196,7 +196,7 @@ def _greater_ordered_delete(frame: pa.Table, ordered: pa.Table) -> pa.Array:
                                                 (DELETE_ORDERING, "descending", "at_end"),
                                                 (WRITE_SEQ, "descending", "at_end")])
     ordered = ordered.take(order)
-    best = ordered.filter(_first_of_runs(_flat(ordered[DELETE_KEY])))
+    best = ordered.filter(_first_of_runs(flat_array(ordered[DELETE_KEY])))
     joined = _join_by_position(frame, best, ["d_o", "d_seq"])
     o, s, d_o, d_seq = joined["o"], joined["s"], joined["d_o"], joined["d_seq"]
     has_delete = pc.is_valid(d_seq)
@@ -215,7 +215,7 @@ def _join_by_position(frame: pa.Table, per_key: pa.Table, names: list[str]) -> p
 
 
 def _ordering_values(values: pa.ChunkedArray | pa.Array, target: pa.DataType) -> pa.Array:
-    values = _flat(values)
+    values = flat_array(values)
     if values.type == target:
         return values
     try:
@@ -238,7 +238,7 @@ def _is_natural_order(ordering: pa.Array) -> pa.Array:
 def coerce_ordering_values(values: pa.ChunkedArray | pa.Array, target: pa.DataType | None) -> pa.Array:
     """Delete-record ordering values as the ordering column's type (nulls, i.e. natural order, where they do
     not convert)."""
-    values = _flat(values)
+    values = flat_array(values)
     if target is None or values.type == target:
         return values
     return _ordering_values(values, target)
@@ -260,10 +260,10 @@ def record_keys_from_fields(table: pa.Table, key_fields: list[str] | tuple[str, 
     pieces = []
     for name, text in zip(key_fields, parts):
         pieces.append(pc.binary_join_element_wise(pa.scalar(name), text, ":"))
-    return _flat(pc.binary_join_element_wise(*pieces, ","))
+    return flat_array(pc.binary_join_element_wise(*pieces, ","))
 
 
 def _key_text(column: pa.ChunkedArray) -> pa.Array:
-    text = _flat(pc.cast(column, pa.string()))
+    text = flat_array(pc.cast(column, pa.string()))
     text = pc.if_else(pc.equal(text, ""), pa.scalar("__empty__"), text)
-    return _flat(pc.fill_null(text, "__null__"))
+    return flat_array(pc.fill_null(text, "__null__"))

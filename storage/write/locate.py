@@ -138,14 +138,10 @@ def is_bucketed(tagged: DataFrame) -> bool:
     return BUCKET_NUMBER in tagged.columns
 
 
-def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None,
-                     matches: DataFrame | None = None) -> WorkloadProfile:
+def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None) -> WorkloadProfile:
     """Updates per file group and inserts per partition (and per bucket, for a bucket index), counted in one
     Spark job over the tagged records. `checks`: the batch was not counted before the lookup; the same job
-    checks it (`storage.write.prepare.check_aggregates`). `matches`: the index lookup's cached matches, when
-    they alone say where the batch goes (`deletes_by_matches`): counted instead of the tagged records."""
-    if matches is not None:
-        return _deletes_profile(matches)
+    checks it (`storage.write.prepare.check_aggregates`)."""
     bucketed = is_bucketed(tagged)
     keys = [PARTITION_PATH, LOC_FILE_ID, OP_COLUMN] + ([BUCKET_NUMBER] if bucketed else [])
     extra = check_aggregates(tagged.columns, checks.precombine) if checks else []
@@ -171,14 +167,16 @@ def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None,
     return profile
 
 
-def deletes_by_matches(op: WriteOperationType, checks: BatchChecks | None, bucketed: bool) -> bool:
+def deletes_by_matches(op: WriteOperationType, bucketed: bool) -> bool:
     """A delete writes only the stored keys the lookup found, each in its file group: its profile is the
-    lookup's matches counted per file group (a delete block per group), without joining them back onto the
-    batch. A delete's batch has nothing to check (no ordering values; its keys are computed by the lookup)."""
-    return op is WriteOperationType.DELETE and not bucketed and not (checks and checks.precombine)
+    lookup's matches counted per file group (`matches_profile`), without joining them back onto the batch. A
+    delete's batch has nothing to check (no ordering values; its keys are computed by the lookup)."""
+    return op is WriteOperationType.DELETE and not bucketed
 
 
-def _deletes_profile(matches: DataFrame) -> WorkloadProfile:
+def matches_profile(matches: DataFrame) -> WorkloadProfile:
+    """The workload profile of a delete (`deletes_by_matches`): an update of each file group per key the index
+    lookup found in it (`matches`: `LOC_PARTITION`, `LOC_FILE_ID` per key, cached by the lookup)."""
     try:
         rows = matches.groupBy(LOC_PARTITION, LOC_FILE_ID).count().collect()
     except Exception as exc:  # a key expression failed inside Spark: report it plainly

@@ -61,6 +61,7 @@ from storage.write.locate import (
     is_bucketed,
     is_global_index,
     lookup_needs_partitions,
+    matches_profile,
     tag_location,
     workload_profile,
 )
@@ -255,9 +256,11 @@ class WriteOperation:
                                   prepared.partitions, prepared.num_records, cache)
             bucketed = is_bucketed(tagged)
             with _persisted(tagged, (op.uses_index or bucketed) and not cache.holds_lookup) as tagged:
-                by_matches = cache.holds_lookup and deletes_by_matches(op, prepared.checks, bucketed)
-                profile = workload_profile(tagged, prepared.checks, cache.lookup if by_matches else None) \
-                    if op in _PROFILED or bucketed else None
+                profile = None
+                if cache.holds_lookup and deletes_by_matches(op, bucketed):
+                    profile = matches_profile(cache.lookup)
+                elif op in _PROFILED or bucketed:
+                    profile = workload_profile(tagged, prepared.checks)
                 if self.require_unique_keys and op is WriteOperationType.UPSERT and \
                         profile.written > prepared.num_records:
                     raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "

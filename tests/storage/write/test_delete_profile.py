@@ -1,12 +1,12 @@
 """A delete's workload profile counted from the index lookup's cached matches (storage.write.locate
-.deletes_by_matches): one count per file group of the stored keys found, no join back onto the batch. The table
-afterwards is the one a replay of the deletes gives, under partition-scoped and global indexes."""
+.deletes_by_matches, matches_profile): one count per file group of the stored keys found, no join back onto the
+batch. The table afterwards is the one a replay of the deletes gives, under partition-scoped and global indexes."""
 from __future__ import annotations
 
 import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, rows
 
-import storage.write.locate as locate
+import storage.write.write_operation as write_operation
 from storage.table.meta_client import HoodieTableMetaClient
 
 SCHEMA = "id int, name string, ts long, dt string"
@@ -42,8 +42,8 @@ def test_delete_profile_counts_the_lookups_matches(spark, tmp_path, monkeypatch,
     _write(spark, path, BASE[:15], opts, "upsert")
     _write(spark, path, BASE[15:], opts, "upsert")  # a second file group per partition
     profiles = []
-    counted = locate._deletes_profile
-    monkeypatch.setattr(locate, "_deletes_profile", lambda m: profiles.append(counted(m)) or profiles[-1])
+    counted = write_operation.matches_profile
+    monkeypatch.setattr(write_operation, "matches_profile", lambda m: profiles.append(counted(m)) or profiles[-1])
     _write(spark, path, DELETES, opts, "delete", str(tmp_path / "deletes"))
 
     deleted = {1, 3, 4, 27} | ({5} if index.startswith("GLOBAL") else set())  # partition-scoped: 5 is not found
