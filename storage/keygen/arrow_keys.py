@@ -43,10 +43,14 @@ def supports(keygen: KeyGenerator, schema: pa.Schema) -> bool:
 
 def _field(table: pa.Table, name: str) -> pa.ChunkedArray:
     """A key field as strings, found case-insensitively as Spark resolves column names."""
+    return pc.cast(_column(table, name), pa.string())
+
+
+def _column(table: pa.Table, name: str) -> pa.ChunkedArray:
     lower = name.lower()
     for column_name in table.column_names:
         if column_name.lower() == lower:
-            return pc.cast(table.column(column_name), pa.string())
+            return table.column(column_name)
     raise HoodieKeyError(f"key field '{name}' is not a column of the data ({', '.join(table.column_names)})")
 
 
@@ -75,18 +79,25 @@ def record_keys(keygen: KeyGenerator, table: pa.Table) -> pa.ChunkedArray:
     return pc.binary_join_element_wise(*parts, ",")
 
 
-def partition_paths(keygen: KeyGenerator, table: pa.Table) -> pa.Array | pa.ChunkedArray:
+def partition_paths(keygen: KeyGenerator, table: pa.Table) -> pa.Array:
     """`_hoodie_partition_path` of every row (`KeyGenerator.partition_path`)."""
     if keygen.keygen_type == "NON_PARTITION" or not keygen.partition_fields:
         return constant_array("", table.num_rows, pa.string())
-    segments = [_segment(keygen, name, _field(table, name)) for name in keygen.partition_fields]
+    segments = [_segment(keygen, name, _column(table, name)) for name in keygen.partition_fields]
     return segments[0] if len(segments) == 1 else pc.binary_join_element_wise(*segments, "/")
 
 
-def _segment(keygen: KeyGenerator, name: str, values: pa.ChunkedArray) -> pa.ChunkedArray:
-    values = pc.if_else(_null_or_empty(values), HIVE_DEFAULT_PARTITION, values)
-    escaping = pc.match_substring_regex(values, _DOT_DOT_SEGMENT)
+def _segment(keygen: KeyGenerator, name: str, values: pa.ChunkedArray) -> pa.Array:
+    """The field's path segment of every row, spelled once per distinct value and spread to the rows by index: a
+    partition field has few values, and the spelling (string cast, default partition, '..' check, hive prefix) per
+    row cost a bulk insert task more than its parquet write."""
+    encoded = pc.dictionary_encode(values.combine_chunks(), null_encoding="encode")
+    distinct = pc.cast(encoded.dictionary, pa.string())
+    distinct = pc.if_else(_null_or_empty(distinct), HIVE_DEFAULT_PARTITION, distinct)
+    escaping = pc.match_substring_regex(distinct, _DOT_DOT_SEGMENT)
     if pc.any(escaping).as_py():
-        value = values.filter(escaping)[0].as_py()
+        value = distinct.filter(escaping)[0].as_py()
         raise HoodieKeyError(f"partition field '{name}' value '{value}' contains a '..' path segment")
-    return pc.binary_join_element_wise(f"{name}=", values, "") if keygen.hive_style else values
+    if keygen.hive_style:
+        distinct = pc.binary_join_element_wise(f"{name}=", distinct, "")
+    return distinct.take(encoded.indices)
