@@ -28,12 +28,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from storage.arrow_util import constant_array
 from storage.index.hoodie_index import (
     LOC_FILE_ID,
     LOC_PARTITION,
+    LOOKUP_COUNT,
+    LOOKUP_NULLS,
+    BatchCounting,
     HoodieIndex,
     KeyColumns,
     attach_locations,
@@ -54,6 +58,9 @@ _TASK, _FILE = "_hoodie_bloom_task", "_hoodie_bloom_file"
 _PAIRS_SCHEMA = f"{_TASK} int, {_FILE} int, {RECORD_KEY} string"
 _PAIR_FIELDS = [pa.field(_TASK, pa.int32()), pa.field(_FILE, pa.int32()), pa.field(RECORD_KEY, pa.string())]
 _MATCHES_SCHEMA = f"{RECORD_KEY} string, {LOC_PARTITION} string, {LOC_FILE_ID} string"
+_COUNT_FIELDS = [pa.field(LOOKUP_COUNT, pa.int64()), pa.field(LOOKUP_NULLS, pa.int64())]
+_COUNTS_DDL = f", {LOOKUP_COUNT} long, {LOOKUP_NULLS} long"
+_COUNT_FILE = -1  # the file number of a pair row that carries a task's batch counts
 _RANGE_CACHE_SIZE = 100_000
 _DRIVER_FOOTER_READS = 32  # up to this many uncached footers are read on the driver
 _key_ranges: OrderedDict[tuple[str, int], tuple[str | None, str | None]] = OrderedDict()
@@ -76,7 +83,9 @@ class HoodieBloomIndex(HoodieIndex):
                                      self.storage_options, self.cache).tag_location(
                 spark, records, base_files, key_columns, broadcast_incoming, read_schema)
         files = self.file_infos(spark, base_files)
-        return attach_locations(records, self.find_matches(spark, records, files), self.is_global,
+        # counts reach the write only through the cached matches, which a broadcast lookup caches
+        counting = self.counting if broadcast_incoming and self.cache is not None else None
+        return attach_locations(records, self.find_matches(spark, records, files, counting), self.is_global,
                                 broadcast_incoming, self.cache)
 
     def file_infos(self, spark: SparkSession, base_files: list[HoodieBaseFile]) -> list[BloomIndexFileInfo]:
@@ -86,16 +95,23 @@ class HoodieBloomIndex(HoodieIndex):
         return [BloomIndexFileInfo(p, bf.file_id, bf.path, lo, hi)
                 for bf, p, (lo, hi) in zip(base_files, partitions, ranges)]
 
-    def find_matches(self, spark: SparkSession, records: DataFrame, files: list[BloomIndexFileInfo]) -> DataFrame:
-        """(`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`) of every incoming key found in `files`."""
+    def find_matches(self, spark: SparkSession, records: DataFrame, files: list[BloomIndexFileInfo],
+                     counting: BatchCounting | None = None) -> DataFrame:
+        """(`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`) of every incoming key found in `files`; with `counting`,
+        plus the batch's counts (`BatchCounting`): the pairing step counts the records it pairs, each lookup task
+        the keys it finds per file."""
         tasks = self._lookup_tasks(spark, len(files))
         placement = np.array(placement_keys(tasks), dtype=np.int32)
         task_of_file = placement[np.arange(len(files)) % tasks]
-        pairs = records.select(RECORD_KEY, PARTITION_PATH).mapInArrow(
-            _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file), _PAIRS_SCHEMA)
+        columns = [RECORD_KEY, PARTITION_PATH] + ([F.col(f"`{counting.ordering}`")] if counting and counting.ordering
+                                                  else [])
+        counted = "" if counting is None else _COUNTS_DDL
+        pairs = records.select(*columns).mapInArrow(
+            _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file, counting is not None),
+            _PAIRS_SCHEMA + counted)
         # one task per lookup task number, each looking up all its files (no sort into per-file groups)
-        return pairs.repartition(tasks, _TASK).mapInArrow(_lookup_in_files(files, self.storage_options),
-                                                          _MATCHES_SCHEMA)
+        return pairs.repartition(tasks, _TASK).mapInArrow(
+            _lookup_in_files(files, self.storage_options, counting is not None), _MATCHES_SCHEMA + counted)
 
     def _lookup_tasks(self, spark: SparkSession, num_files: int) -> int:
         """`hoodie.bloom.index.parallelism`, or (0) one task per file up to the cluster's cores."""
@@ -141,23 +157,60 @@ def partition_paths(base_files: list[HoodieBaseFile], base_path: str) -> list[st
     return [relative_partition_path(base_path, bf.path.rsplit("/", 1)[0]) for bf in base_files]
 
 
-def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray):
-    """mapInArrow: (record key, partition path) batches -> (lookup task, file, record key) candidate pairs."""
+def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray, counting: bool):
+    """mapInArrow: (record key, partition path[, ordering value]) batches -> (lookup task, file, record key)
+    candidate pairs; `counting`: then one row per partition path of the task's records, their count and null
+    ordering values (file `_COUNT_FILE`, the path in the key column), sent to the first lookup task."""
     def pair(batches):
+        tallies = []
         for batch in batches:
             files, keys = file_filter.candidate_pairs(batch.column(0), batch.column(1))
             if files.size:
-                yield pa.RecordBatch.from_arrays(
-                    [pa.array(task_of_file[files]), pa.array(files.astype(np.int32)), batch.column(0).take(keys)],
-                    names=[_TASK, _FILE, RECORD_KEY])
+                arrays = [pa.array(task_of_file[files]), pa.array(files.astype(np.int32)), batch.column(0).take(keys)]
+                if counting:
+                    arrays += [pa.nulls(files.size, pa.int64()), pa.nulls(files.size, pa.int64())]
+                yield pa.RecordBatch.from_arrays(arrays, schema=_pair_schema(counting))
+            if counting:
+                tallies.append(_tally(batch))
+        if tallies:
+            counts = _sum_by_path(pa.concat_tables(tallies))
+            n = counts.num_rows
+            yield pa.RecordBatch.from_arrays(
+                [pa.array(np.full(n, task_of_file[0], np.int32)), pa.array(np.full(n, _COUNT_FILE, np.int32)),
+                 *(column.combine_chunks() for column in counts.columns)], schema=_pair_schema(True))
     return pair
 
 
-def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions):
+def _pair_schema(counting: bool) -> pa.Schema:
+    return pa.schema(_PAIR_FIELDS + (_COUNT_FIELDS if counting else []))
+
+
+def _tally(batch: pa.RecordBatch) -> pa.Table:
+    """(path, records, null ordering values) per partition path of one batch of (key, path[, ordering])."""
+    n = batch.num_rows
+    nulls = (pc.cast(pc.is_null(batch.column(2)), pa.int64()) if batch.num_columns > 2
+             else pa.array(np.zeros(n, np.int64)))
+    return _sum_by_path(pa.table([batch.column(1), pa.array(np.ones(n, np.int64)), nulls],
+                                 names=["path", "count", "nulls"]))
+
+
+def _sum_by_path(table: pa.Table) -> pa.Table:
+    summed = table.group_by("path").aggregate([("count", "sum"), ("nulls", "sum")])
+    return summed.select(["path", "count_sum", "nulls_sum"]).rename_columns(["path", "count", "nulls"])
+
+
+def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions, counting: bool = False):
     """mapInArrow: the candidate pairs of one lookup task -> the keys each of its files holds, with the file's
-    location."""
+    location; `counting`: the batch counts passed on, and per file the number of keys found (`BatchCounting`)."""
     def lookup(batches):
-        pairs = pa.Table.from_batches(list(batches), schema=pa.schema(_PAIR_FIELDS))
+        pairs = pa.Table.from_batches(list(batches), schema=_pair_schema(counting))
+        if counting:
+            is_count = pc.equal(pairs.column(_FILE), _COUNT_FILE)
+            counts = pairs.filter(is_count)
+            if counts.num_rows:
+                yield _count_rows(*(counts.column(c).combine_chunks()
+                                    for c in (RECORD_KEY, LOOKUP_COUNT, LOOKUP_NULLS)))
+            pairs = pairs.filter(pc.invert(is_count))
         pairs = pairs.take(pc.sort_indices(pairs.column(_FILE)))  # one sort, then each file's pairs are a slice
         file_of_pair = pairs.column(_FILE).to_numpy()
         starts = np.flatnonzero(np.diff(file_of_pair, prepend=-1))
@@ -166,7 +219,26 @@ def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions):
             candidates = pairs.column(RECORD_KEY).slice(start, end - start).combine_chunks()
             found = keys_in_file(info.path, candidates, options)
             n = len(found)
-            yield pa.RecordBatch.from_arrays(
-                [found.cast(pa.string()), constant_array(info.partition_path, n, pa.string()),
-                 constant_array(info.file_id, n, pa.string())], names=[RECORD_KEY, LOC_PARTITION, LOC_FILE_ID])
+            arrays = [found.cast(pa.string()), constant_array(info.partition_path, n, pa.string()),
+                      constant_array(info.file_id, n, pa.string())]
+            if counting:
+                arrays += [pa.nulls(n, pa.int64()), pa.nulls(n, pa.int64())]
+            yield pa.RecordBatch.from_arrays(arrays, schema=_matches_schema(counting))
+            if counting and n:
+                yield _count_rows(pa.array([info.partition_path]), pa.array([n], pa.int64()),
+                                  pa.nulls(1, pa.int64()), info.file_id)
     return lookup
+
+
+def _matches_schema(counting: bool) -> pa.Schema:
+    return pa.schema([pa.field(RECORD_KEY, pa.string()), pa.field(LOC_PARTITION, pa.string()),
+                      pa.field(LOC_FILE_ID, pa.string())] + (_COUNT_FIELDS if counting else []))
+
+
+def _count_rows(paths: pa.Array, counts: pa.Array, nulls: pa.Array, file_id: str | None = None) -> pa.RecordBatch:
+    """Count rows of the lookup's output: no record key; a file group's found keys, or (`file_id` None) a
+    partition's batch records."""
+    n = len(paths)
+    file_ids = pa.nulls(n, pa.string()) if file_id is None else constant_array(file_id, n, pa.string())
+    return pa.RecordBatch.from_arrays([pa.nulls(n, pa.string()), paths, file_ids, counts, nulls],
+                                      schema=_matches_schema(True))

@@ -20,9 +20,23 @@ from storage.table.file_slice import HoodieBaseFile
 
 LOC_FILE_ID = "_hoodie_loc_file_id"
 LOC_PARTITION = "_hoodie_loc_partition"
+# the counts a counting lookup (`BatchCounting`) adds to its matches, on rows without a record key
+LOOKUP_COUNT = "_hoodie_lookup_count"
+LOOKUP_NULLS = "_hoodie_lookup_nulls"
 
 # (DataFrame of stored rows) -> (record key, partition path) columns of those rows
 KeyColumns = Callable[[DataFrame], tuple[Column, Column]]
+
+
+@dataclass(frozen=True)
+class BatchCounting:
+    """Asks an index whose lookup passes over every record of the batch anyway (the bloom index's pairing step) to
+    count on the way what the write's workload profile needs, so that no job joins the matches back onto the batch:
+    rows without a record key added to its matches, `LOOKUP_COUNT` being the batch's records of `LOC_PARTITION`
+    (`LOC_FILE_ID` null; `LOOKUP_NULLS` their null values of `ordering`, when given) or the keys found in the file
+    group `LOC_FILE_ID`. An index that cannot count ignores the request (`FrameCache.counted` says which)."""
+
+    ordering: str | None = None
 
 
 class FrameCache:
@@ -49,6 +63,11 @@ class FrameCache:
     def holds_lookup(self) -> bool:
         return self.lookup is not None
 
+    @property
+    def counted(self) -> bool:
+        """Whether the cached lookup carries the batch's counts (`BatchCounting`)."""
+        return self.lookup is not None and LOOKUP_COUNT in self.lookup.columns
+
     def release(self) -> None:
         for df in self._frames:
             df.unpersist()
@@ -69,6 +88,7 @@ class HoodieIndex(ABC):
     base_path: str = ""  # the table's: partition paths of base files are relative to it
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the base files
     cache: FrameCache | None = None  # where a broadcast lookup's matches are cached for the write (attach_locations)
+    counting: BatchCounting | None = None  # what a cached lookup may count for the write on the way
 
     def requires_tagging(self, operation) -> bool:
         """Whether records of `operation` (a WriteOperationType) are looked up (Hudi's requiresTagging): upserts
@@ -114,6 +134,8 @@ def attach_locations(records: DataFrame, matches: DataFrame, is_global: bool, br
     cache them in `cache`, so that the lookup runs once however often the join is read."""
     if broadcast and cache is not None:
         matches = cache.persist_lookup(matches)
+    if LOOKUP_COUNT in matches.columns:  # the counts are for the workload profile, not the join
+        matches = matches.where(F.col(RECORD_KEY).isNotNull()).select(RECORD_KEY, LOC_PARTITION, LOC_FILE_ID)
     if not is_global:
         matches = matches.withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     return records.join(F.broadcast(matches) if broadcast else matches, on=join_keys(is_global), how="left")

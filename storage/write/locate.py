@@ -15,7 +15,7 @@ from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.index import create_index
 from storage.index.bucket_index import BUCKET_NUMBER, with_table_index
-from storage.index.hoodie_index import FrameCache, attach_locations
+from storage.index.hoodie_index import LOOKUP_COUNT, LOOKUP_NULLS, BatchCounting, FrameCache, attach_locations
 from storage.index.simple_index import FILE_ID_FROM_NAME, LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
@@ -46,17 +46,19 @@ def lookup_needs_partitions(config: HoodieConfig, settings: TableSettings, meta)
 
 def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, settings: TableSettings,
                  op: WriteOperationType, fs_view: FileSystemView, partitions: list[str] | None,
-                 num_records: int | None, cache: FrameCache | None = None) -> DataFrame:
+                 num_records: int | None, cache: FrameCache | None = None,
+                 counting: BatchCounting | None = None) -> DataFrame:
     """`records` with the location of their key. Inserts skip the lookup where the index allows (as Hudi does;
     they may still fill small files); the table's recorded index settings (a bucket table's) apply.
     `partitions` None: the batch's partitions are not known yet (`lookup_needs_partitions` said so), every
     partition is searched; `num_records` None: not counted, the broadcast is decided on Spark's size estimate.
-    `cache`: where a broadcast lookup caches its matches for the rest of the write (`attach_locations`)."""
+    `cache`: where a broadcast lookup caches its matches for the rest of the write (`attach_locations`);
+    `counting`: what the lookup may count for the workload profile on the way (`lookup_counts`)."""
     meta = fs_view.meta_client
     config = with_table_index(config, meta.table_config.props, meta.base_path)
     index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
                          storage_options=meta.storage_options, record_key_fields=settings.record_keys)
-    index.cache = cache
+    index.cache, index.counting = cache, counting
     if not index.requires_tagging(op):
         return index.untagged(records)
     broadcast = _can_broadcast(spark, num_records, records)
@@ -174,13 +176,48 @@ def deletes_by_matches(op: WriteOperationType, bucketed: bool) -> bool:
     return op is WriteOperationType.DELETE and not bucketed
 
 
-def matches_profile(matches: DataFrame) -> WorkloadProfile:
-    """The workload profile of a delete (`deletes_by_matches`): an update of each file group per key the index
-    lookup found in it (`matches`: `LOC_PARTITION`, `LOC_FILE_ID` per key, cached by the lookup)."""
+def lookup_counts(op: WriteOperationType, config: HoodieConfig, checks: BatchChecks | None) -> BatchCounting | None:
+    """What the index lookup is asked to count for the workload profile (`BatchCounting`), or None: a delete
+    (the keys it finds), or an upsert whose batch was not counted before (its records per partition and their
+    null ordering values, `checks`) under a partition-scoped index (a global one moves records between
+    partitions, which the counts do not follow)."""
+    if op is WriteOperationType.DELETE:
+        return BatchCounting()
+    if op is WriteOperationType.UPSERT and checks is not None and not is_global_index(config):
+        return BatchCounting(checks.precombine)
+    return None
+
+
+def matches_profile(lookup: DataFrame, checks: BatchChecks | None = None) -> WorkloadProfile:
+    """The workload profile from the index lookup's cached matches (`LOC_PARTITION`, `LOC_FILE_ID` per key
+    found), without joining them back onto the batch: an update of each file group per key found in it. A lookup
+    that counted the batch (`BatchCounting`: rows without a key) gives each partition's inserts too, its records
+    less the keys found there, and the batch's `checks` are verified on its counts; that read is a filter of the
+    cached frame, no aggregation. A partition's inserts are never counted below one: a key stored in two of its
+    files is found twice, and inserts hidden by that would otherwise find no bucket (a planned bucket that
+    receives no record writes nothing)."""
+    counted = LOOKUP_COUNT in lookup.columns
     try:
-        rows = matches.groupBy(LOC_PARTITION, LOC_FILE_ID).count().collect()
+        if counted:
+            rows = lookup.where(F.col(RECORD_KEY).isNull()).select(
+                LOC_PARTITION, LOC_FILE_ID, LOOKUP_COUNT, LOOKUP_NULLS).collect()
+        else:
+            rows = [(*r, None) for r in lookup.groupBy(LOC_PARTITION, LOC_FILE_ID).count().collect()]
     except Exception as exc:  # a key expression failed inside Spark: report it plainly
         raise plain_error(exc) from None
     profile = WorkloadProfile(bucketed=False)
-    profile.updates.update({(partition, file_id): count for partition, file_id, count in rows})
+    records: dict[str, int] = {}
+    nulls = 0
+    for partition, file_id, count, null_count in rows:
+        if file_id is not None:
+            profile.updates[(partition, file_id)] = profile.updates.get((partition, file_id), 0) + count
+        else:
+            records[partition] = records.get(partition, 0) + count
+            nulls += null_count or 0
+    if counted and checks is not None:
+        verify_batch(sorted(records), [(nulls,) if checks.precombine else ()], checks.precombine, False)
+        found: dict[str, int] = {}
+        for (partition, _), count in profile.updates.items():
+            found[partition] = found.get(partition, 0) + count
+        profile.inserts = {p: max(n - found.get(p, 0), 1) for p, n in records.items()}
     return profile

@@ -61,6 +61,7 @@ from storage.write.locate import (
     is_bucketed,
     is_global_index,
     lookup_needs_partitions,
+    lookup_counts,
     matches_profile,
     tag_location,
     workload_profile,
@@ -253,12 +254,15 @@ class WriteOperation:
         # group per bucket)
         with FrameCache() as cache:
             tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
-                                  prepared.partitions, prepared.num_records, cache)
+                                  prepared.partitions, prepared.num_records, cache,
+                                  lookup_counts(op, self.config, prepared.checks))
             bucketed = is_bucketed(tagged)
             with _persisted(tagged, (op.uses_index or bucketed) and not cache.holds_lookup) as tagged:
                 profile = None
-                if cache.holds_lookup and deletes_by_matches(op, bucketed):
-                    profile = matches_profile(cache.lookup)
+                if cache.counted or (cache.holds_lookup and deletes_by_matches(op, bucketed)):
+                    # a delete's from the keys found; an upsert's from what the lookup counted on the way
+                    profile = matches_profile(cache.lookup,
+                                              prepared.checks if op is WriteOperationType.UPSERT else None)
                 elif op in _PROFILED or bucketed:
                     profile = workload_profile(tagged, prepared.checks)
                 if self.require_unique_keys and op is WriteOperationType.UPSERT and \

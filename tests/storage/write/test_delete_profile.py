@@ -7,6 +7,7 @@ import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, rows
 
 import storage.write.write_operation as write_operation
+from storage.index.hoodie_index import LOOKUP_COUNT
 from storage.table.meta_client import HoodieTableMetaClient
 
 SCHEMA = "id int, name string, ts long, dt string"
@@ -41,15 +42,23 @@ def test_delete_profile_counts_the_lookups_matches(spark, tmp_path, monkeypatch,
             "hoodie.datasource.write.hive_style_partitioning": "true"}
     _write(spark, path, BASE[:15], opts, "upsert")
     _write(spark, path, BASE[15:], opts, "upsert")  # a second file group per partition
-    profiles = []
+    profiles, lookups = [], []
     counted = write_operation.matches_profile
-    monkeypatch.setattr(write_operation, "matches_profile", lambda m: profiles.append(counted(m)) or profiles[-1])
+
+    def spy(lookup, *rest):
+        lookups.append(lookup)
+        profiles.append(counted(lookup, *rest))
+        return profiles[-1]
+
+    monkeypatch.setattr(write_operation, "matches_profile", spy)
     _write(spark, path, DELETES, opts, "delete", str(tmp_path / "deletes"))
 
     deleted = {1, 3, 4, 27} | ({5} if index.startswith("GLOBAL") else set())  # partition-scoped: 5 is not found
     expected = rows([dict(zip(COLS, r)) for r in BASE if r[0] not in deleted], COLS)
     assert arrow_rows(hudi_rs_read(path), COLS) == expected
     [profile] = profiles
+    # the bloom lookups count the keys found per file group on the way (no aggregation job); SIMPLE's are grouped
+    assert (LOOKUP_COUNT in lookups[0].columns) == ("BLOOM" in index)
     assert not profile.inserts and profile.total_updates == len(deleted)  # each stored key once
     meta = HoodieTableMetaClient.load(path)
     stats = meta.active_timeline.commit_metadata(meta.timeline.completed().instants[-1]).write_stats()
