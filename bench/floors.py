@@ -22,6 +22,7 @@ Prints the medians and writes them to bench/results/floors-<time>.json."""
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import logging
 import os
@@ -92,19 +93,17 @@ def deltalake_times(data: DataSet, workdir: str, runs: int) -> dict[str, float]:
     load, batch = engine.prepare(data.base(), "base"), engine.prepare(data.uniform_batch(), "w2")
     seed = os.path.join(workdir, "delta_seed")
     engine.load(seed, load)
-    paths = iter(range(10 * (runs + 1)))
+    numbers = itertools.count()
+    copies: list[str] = []  # the W2 merge's target: a copy of the seed made before each timed merge
 
     def fresh(name: str) -> str:
-        return os.path.join(workdir, f"delta_{name}_{next(paths)}")
-
-    target = {}
+        return os.path.join(workdir, f"delta_{name}_{next(numbers)}")
 
     def copy() -> None:
-        target["path"] = fresh("w2")
-        shutil.copytree(seed, target["path"])
+        copies.append(shutil.copytree(seed, fresh("w2")))
 
     return {"deltalake_W1": _median(lambda: engine.load(fresh("w1"), load), runs),
-            "deltalake_W2": _median(lambda: engine.upsert(target["path"], batch), runs, copy)}
+            "deltalake_W2": _median(lambda: engine.upsert(copies[-1], batch), runs, copy)}
 
 
 def measure(spark, data: DataSet, workdir: str, runs: int) -> dict[str, float]:

@@ -168,8 +168,6 @@ def _with_branch(datums: pa.Array, branch: _Branch) -> pa.Array:
                                                                   pa.py_buffer(data[offsets[0]:offsets[-1]])])
 
 
-
-
 def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 

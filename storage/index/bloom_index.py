@@ -187,15 +187,16 @@ def _pair_schema(counting: bool) -> pa.Schema:
 
 def _tally(batch: pa.RecordBatch) -> pa.Table:
     """(path, records, null ordering values) per partition path of one batch of (key, path[, ordering])."""
-    n = batch.num_rows
     nulls = (pc.cast(pc.is_null(batch.column(2)), pa.int64()) if batch.num_columns > 2
-             else pa.array(np.zeros(n, np.int64)))
-    return _sum_by_path(pa.table([batch.column(1), pa.array(np.ones(n, np.int64)), nulls],
-                                 names=["path", "count", "nulls"]))
+             else pa.array(np.zeros(batch.num_rows, np.int64)))
+    counted = pa.table([batch.column(1), nulls], names=["path", "nulls"]).group_by("path").aggregate(
+        [("nulls", "count", pc.CountOptions(mode="all")), ("nulls", "sum")])
+    return counted.select(["path", "nulls_count", "nulls_sum"]).rename_columns(["path", "count", "nulls"])
 
 
-def _sum_by_path(table: pa.Table) -> pa.Table:
-    summed = table.group_by("path").aggregate([("count", "sum"), ("nulls", "sum")])
+def _sum_by_path(tallies: pa.Table) -> pa.Table:
+    """`_tally` rows of several batches summed per partition path."""
+    summed = tallies.group_by("path").aggregate([("count", "sum"), ("nulls", "sum")])
     return summed.select(["path", "count_sum", "nulls_sum"]).rename_columns(["path", "count", "nulls"])
 
 

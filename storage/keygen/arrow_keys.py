@@ -36,7 +36,8 @@ def supports(keygen: KeyGenerator, schema: pa.Schema) -> bool:
     fields = {f.name.lower(): f.type for f in schema}
     for name in keygen.required_fields():
         kind = fields.get(name.lower())
-        if kind is None or not (pa.types.is_integer(kind) or pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+        if kind is None or not (pa.types.is_integer(kind) or pa.types.is_string(kind)
+                                or pa.types.is_large_string(kind)):
             return False
     return True
 
