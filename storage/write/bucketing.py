@@ -31,6 +31,9 @@ from storage.write.partitioner import (
 from storage.write.task_context import BUCKET_COLUMN
 
 _UNIFORM = "_hoodie_u"
+# a plan of at most this many update file groups and insert shares is spelled as CASE expressions: no local
+# table built on the driver and broadcast by a job of its own (two per upsert); a longer CASE costs every record
+_INLINE_BRANCHES = 64
 _SIZING_HISTORY = 20  # completed commits whose write stats estimate the average record size
 
 
@@ -98,40 +101,82 @@ def _partition_of(base_path: str, file_path: str) -> str:
 def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
                    placement_of_bucket: dict[int, int], insert_position: Column | None = None) -> DataFrame:
     """`tagged` with each record's bucket placement key, computed in Spark (no Python round trip of the data):
-    updates by their file group (a broadcast join with the update buckets), inserts by the record key's uniform
-    hash within their partition's insert shares (a broadcast join on partition with the share's range; the last
-    share of a partition is open-ended). `insert_position`: another position in [0, 1] than the key's hash
-    (GLOBAL_SORT: its rank by key). A bucket index layout maps each record by its bucket number."""
+    updates by their file group, inserts by the record key's uniform hash within their partition's insert shares
+    (the last share of a partition is open-ended): CASE expressions for a small plan, broadcast joins with the
+    update buckets and the shares' ranges for a large one. `insert_position`: another position in [0, 1] than the
+    key's hash (GLOBAL_SORT: its rank by key). A bucket index layout maps each record by its bucket number."""
     by_number = plan.bucket_number_of()
     if by_number:
         return _assign_by_bucket_number(spark, tagged, by_number, placement_of_bucket)
     u = insert_position if insert_position is not None else \
         (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
-    out = tagged
     updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
-    if updates:
-        upd = local_frame(spark, updates, f"{PARTITION_PATH} string, {LOC_FILE_ID} string, _upd_bucket int")
-        out = out.join(F.broadcast(upd), [PARTITION_PATH, LOC_FILE_ID], "left")
+    shares = [(partition, lo, hi, placement_of_bucket[b])
+              for partition, ranges in plan.insert_ranges().items() for lo, hi, b in _contiguous(ranges)]
+    out = tagged.withColumn(_UNIFORM, u) if shares else tagged
+    if len(updates) + len(shares) <= _INLINE_BRANCHES:
+        bucket = F.expr(f"CASE WHEN {_name(LOC_FILE_ID)} IS NOT NULL THEN {_update_case(updates)} "
+                        f"ELSE {_insert_case(shares)} END")
     else:
-        out = out.withColumn("_upd_bucket", F.lit(None).cast("int"))
-    shares = []
-    for partition, ranges in plan.insert_ranges().items():
-        his = [hi for _, hi, _ in ranges]
-        for i, (_, hi, b) in enumerate(ranges):
-            lo = his[i - 1] if i else float("-inf")
-            shares.append((partition, float(lo), float("inf") if i == len(ranges) - 1 else float(hi),
-                           placement_of_bucket[b]))
-    if shares:
-        ins = local_frame(spark, shares, "_ins_partition string, _lo double, _hi double, _ins_bucket int")
-        out = out.withColumn(_UNIFORM, u)
-        cond = ((F.col(PARTITION_PATH) == F.col("_ins_partition")) & F.col(LOC_FILE_ID).isNull()
-                & (F.col(_UNIFORM) >= F.col("_lo")) & (F.col(_UNIFORM) < F.col("_hi")))
-        out = out.join(F.broadcast(ins), cond, "left")
-    else:
-        out = out.withColumn("_ins_bucket", F.lit(None).cast("int"))
-    bucket = F.when(F.col(LOC_FILE_ID).isNotNull(), F.col("_upd_bucket")).otherwise(F.col("_ins_bucket"))
+        out = _join_updates(spark, out, updates)
+        out = _join_shares(spark, out, shares)
+        bucket = F.when(F.col(LOC_FILE_ID).isNotNull(), F.col("_upd_bucket")).otherwise(F.col("_ins_bucket"))
     return (out.withColumn(BUCKET_COLUMN, bucket.cast("int"))
             .drop("_upd_bucket", "_ins_bucket", "_ins_partition", "_lo", "_hi", _UNIFORM, LOC_FILE_ID, LOC_PARTITION))
+
+
+def _contiguous(ranges: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
+    """A partition's insert shares as [lo, hi) ranges covering every position: the first open below, the last
+    open above (a hash of exactly 1.0, or a rank past the planned ones, still finds a share)."""
+    his = [hi for _, hi, _ in ranges]
+    return [(his[i - 1] if i else float("-inf"), float("inf") if i == len(ranges) - 1 else float(hi), b)
+            for i, (_, hi, b) in enumerate(ranges)]
+
+
+# The CASE expressions are spelled in SQL: one parse in the JVM, where building them as Columns took a py4j call
+# per literal and operator (~2,400 calls, 0.1-0.2 s, for 20 updated file groups and 10 insert shares).
+def _name(column: str) -> str:
+    return "`" + column.replace("`", "``") + "`"
+
+
+def _string(value: str) -> str:
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _case(branches: list[tuple[str, int]]) -> str:
+    """CASE WHEN over `branches` (SQL condition, bucket); null when none holds."""
+    if not branches:
+        return "CAST(NULL AS INT)"
+    return "CASE " + " ".join(f"WHEN {condition} THEN {value}" for condition, value in branches) + " END"
+
+
+def _update_case(updates: list[tuple[str, str, int]]) -> str:
+    return _case([(f"{_name(PARTITION_PATH)} = {_string(p)} AND {_name(LOC_FILE_ID)} = {_string(f)}", b)
+                  for p, f, b in updates])
+
+
+def _insert_case(shares: list[tuple[str, float, float, int]]) -> str:
+    # a partition's shares are contiguous and ascending: the first whose upper end lies above the position (the
+    # last one is open above)
+    return _case([(f"{_name(PARTITION_PATH)} = {_string(p)}"
+                   + (f" AND {_name(_UNIFORM)} < {float(hi)!r}D" if hi != float("inf") else ""), b)
+                  for p, _, hi, b in shares])
+
+
+def _join_updates(spark: SparkSession, out: DataFrame, updates: list[tuple[str, str, int]]) -> DataFrame:
+    if not updates:
+        return out.withColumn("_upd_bucket", F.lit(None).cast("int"))
+    upd = local_frame(spark, updates, f"{PARTITION_PATH} string, {LOC_FILE_ID} string, _upd_bucket int")
+    return out.join(F.broadcast(upd), [PARTITION_PATH, LOC_FILE_ID], "left")
+
+
+def _join_shares(spark: SparkSession, out: DataFrame, shares: list[tuple[str, float, float, int]]) -> DataFrame:
+    if not shares:
+        return out.withColumn("_ins_bucket", F.lit(None).cast("int"))
+    ins = local_frame(spark, shares, "_ins_partition string, _lo double, _hi double, _ins_bucket int")
+    cond = ((F.col(PARTITION_PATH) == F.col("_ins_partition")) & F.col(LOC_FILE_ID).isNull()
+            & (F.col(_UNIFORM) >= F.col("_lo")) & (F.col(_UNIFORM) < F.col("_hi")))
+    return out.join(F.broadcast(ins), cond, "left")
 
 
 def _assign_by_bucket_number(spark: SparkSession, tagged: DataFrame, by_number: dict[tuple[str, int], int],
