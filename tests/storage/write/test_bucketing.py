@@ -42,8 +42,18 @@ def _assigned(spark, rows, plan):
     return {r[RECORD_KEY]: r[BUCKET_COLUMN] for r in out.collect()}
 
 
-@pytest.mark.parametrize("seed", [1, 2])
-def test_case_expressions_place_records_as_the_joins_do(spark, monkeypatch, seed):
+@pytest.fixture
+def escaped_literals(spark, request):
+    """The session's string-literal parsing as the test asks (Spark's own escapes, or none)."""
+    key = "spark.sql.parser.escapedStringLiterals"
+    before = spark.conf.get(key)
+    spark.conf.set(key, request.param)
+    yield
+    spark.conf.set(key, before)
+
+
+@pytest.mark.parametrize("seed, escaped_literals", [(1, "false"), (2, "true")], indirect=["escaped_literals"])
+def test_case_expressions_place_records_as_the_joins_do(spark, monkeypatch, seed, escaped_literals):
     rows, plan = _batch(random.Random(seed))
     shares = sum(len(r) for r in plan.insert_ranges().values())
     assert shares > len(PARTITIONS)  # some partitions split their inserts over several buckets
