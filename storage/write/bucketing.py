@@ -128,9 +128,9 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
 def _contiguous(ranges: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
     """A partition's insert shares as [lo, hi) ranges covering every position: the first open below, the last
     open above (a hash of exactly 1.0, or a rank past the planned ones, still finds a share)."""
-    his = [hi for _, hi, _ in ranges]
-    return [(his[i - 1] if i else float("-inf"), float("inf") if i == len(ranges) - 1 else float(hi), b)
-            for i, (_, hi, b) in enumerate(ranges)]
+    his = [float(hi) for _, hi, _ in ranges[:-1]] + [float("inf")]
+    los = [float("-inf")] + his[:-1]
+    return [(lo, hi, b) for lo, hi, (_, _, b) in zip(los, his, ranges)]
 
 
 # The CASE expressions are spelled in SQL: one parse in the JVM, where building them as Columns took a py4j call

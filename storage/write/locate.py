@@ -7,6 +7,8 @@ new key). Deletes keep only keys that exist; under a global index a record whose
 """
 from __future__ import annotations
 
+from collections import Counter
+
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
@@ -216,8 +218,8 @@ def matches_profile(lookup: DataFrame, checks: BatchChecks | None = None) -> Wor
             nulls += null_count or 0
     if counted and checks is not None:
         verify_batch(sorted(records), [(nulls,) if checks.precombine else ()], checks.precombine, False)
-        found: dict[str, int] = {}
+        found = Counter()
         for (partition, _), count in profile.updates.items():
-            found[partition] = found.get(partition, 0) + count
+            found[partition] += count
         profile.inserts = {p: max(n - found.get(p, 0), 1) for p, n in records.items()}
     return profile
