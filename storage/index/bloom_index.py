@@ -107,7 +107,8 @@ class HoodieBloomIndex(HoodieIndex):
                                                   else [])
         counted = "" if counting is None else _COUNTS_DDL
         pairs = records.select(*columns).mapInArrow(
-            _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file, counting is not None),
+            _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file, counting is not None,
+                             counting is not None and counting.records),
             _PAIRS_SCHEMA + counted)
         # one task per lookup task number, each looking up all its files (no sort into per-file groups)
         return pairs.repartition(tasks, _TASK).mapInArrow(
@@ -157,10 +158,11 @@ def partition_paths(base_files: list[HoodieBaseFile], base_path: str) -> list[st
     return [relative_partition_path(base_path, bf.path.rsplit("/", 1)[0]) for bf in base_files]
 
 
-def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray, counting: bool):
+def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray, counting: bool, tally: bool):
     """mapInArrow: (record key, partition path[, ordering value]) batches -> (lookup task, file, record key)
-    candidate pairs; `counting`: then one row per partition path of the task's records, their count and null
-    ordering values (file `_COUNT_FILE`, the path in the key column), sent to the first lookup task."""
+    candidate pairs (`counting`: with the count columns); `tally`: then one row per partition path of the task's
+    records, their count and null ordering values (file `_COUNT_FILE`, the path in the key column), sent to the
+    first lookup task."""
     def pair(batches):
         tallies = []
         for batch in batches:
@@ -170,7 +172,7 @@ def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray, cou
                 if counting:
                     arrays += [pa.nulls(files.size, pa.int64()), pa.nulls(files.size, pa.int64())]
                 yield pa.RecordBatch.from_arrays(arrays, schema=_pair_schema(counting))
-            if counting:
+            if tally:
                 tallies.append(_tally(batch))
         if tallies:
             counts = _sum_by_path(pa.concat_tables(tallies))
@@ -205,17 +207,16 @@ def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions, c
     location; `counting`: the batch counts passed on, and per file the number of keys found (`BatchCounting`)."""
     def lookup(batches):
         pairs = pa.Table.from_batches(list(batches), schema=_pair_schema(counting))
-        if counting:
-            is_count = pc.equal(pairs.column(_FILE), _COUNT_FILE)
-            counts = pairs.filter(is_count)
-            if counts.num_rows:
+        # one sort, then each file's pairs are a slice, the batch counts (file -1) first
+        pairs = pairs.take(pc.sort_indices(pairs.column(_FILE)))
+        file_of_pair = pairs.column(_FILE).to_numpy()
+        starts = np.flatnonzero(np.diff(file_of_pair, prepend=_COUNT_FILE - 1))
+        for start, end in zip(starts, [*starts[1:], len(file_of_pair)]):
+            if file_of_pair[start] == _COUNT_FILE:
+                counts = pairs.slice(start, end - start)
                 yield _count_rows(*(counts.column(c).combine_chunks()
                                     for c in (RECORD_KEY, LOOKUP_COUNT, LOOKUP_NULLS)))
-            pairs = pairs.filter(pc.invert(is_count))
-        pairs = pairs.take(pc.sort_indices(pairs.column(_FILE)))  # one sort, then each file's pairs are a slice
-        file_of_pair = pairs.column(_FILE).to_numpy()
-        starts = np.flatnonzero(np.diff(file_of_pair, prepend=-1))
-        for start, end in zip(starts, [*starts[1:], len(file_of_pair)]):
+                continue
             info = files[int(file_of_pair[start])]
             candidates = pairs.column(RECORD_KEY).slice(start, end - start).combine_chunks()
             found = keys_in_file(info.path, candidates, options)

@@ -34,9 +34,11 @@ class BatchCounting:
     count on the way what the write's workload profile needs, so that no job joins the matches back onto the batch:
     rows without a record key added to its matches, `LOOKUP_COUNT` being the batch's records of `LOC_PARTITION`
     (`LOC_FILE_ID` null; `LOOKUP_NULLS` their null values of `ordering`, when given) or the keys found in the file
-    group `LOC_FILE_ID`. An index that cannot count ignores the request (`FrameCache.counted` says which)."""
+    group `LOC_FILE_ID`. An index that cannot count ignores the request (`FrameCache.counted` says which).
+    `records` False: only the keys found are counted (a delete writes those alone; its batch needs no tally)."""
 
     ordering: str | None = None
+    records: bool = True
 
 
 class FrameCache:

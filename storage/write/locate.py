@@ -184,7 +184,7 @@ def lookup_counts(op: WriteOperationType, config: HoodieConfig, checks: BatchChe
     null ordering values, `checks`) under a partition-scoped index (a global one moves records between
     partitions, which the counts do not follow)."""
     if op is WriteOperationType.DELETE:
-        return BatchCounting()
+        return BatchCounting(records=False)
     if op is WriteOperationType.UPSERT and checks is not None and not is_global_index(config):
         return BatchCounting(checks.precombine)
     return None

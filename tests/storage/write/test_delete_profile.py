@@ -7,7 +7,10 @@ import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, rows
 
 import storage.write.write_operation as write_operation
-from storage.index.hoodie_index import LOOKUP_COUNT
+from pyspark.sql import functions as F
+
+from storage.index.hoodie_index import LOC_FILE_ID, LOOKUP_COUNT
+from storage.meta_fields import RECORD_KEY
 from storage.table.meta_client import HoodieTableMetaClient
 
 SCHEMA = "id int, name string, ts long, dt string"
@@ -42,11 +45,13 @@ def test_delete_profile_counts_the_lookups_matches(spark, tmp_path, monkeypatch,
             "hoodie.datasource.write.hive_style_partitioning": "true"}
     _write(spark, path, BASE[:15], opts, "upsert")
     _write(spark, path, BASE[15:], opts, "upsert")  # a second file group per partition
-    profiles, lookups = [], []
+    profiles, lookups, tallies = [], [], []
     counted = write_operation.matches_profile
 
     def spy(lookup, *rest):
         lookups.append(lookup)
+        if LOOKUP_COUNT in lookup.columns:  # rows of a partition's batch records: a delete does not ask for them
+            tallies.append(lookup.where(F.col(RECORD_KEY).isNull() & F.col(LOC_FILE_ID).isNull()).count())
         profiles.append(counted(lookup, *rest))
         return profiles[-1]
 
@@ -59,6 +64,7 @@ def test_delete_profile_counts_the_lookups_matches(spark, tmp_path, monkeypatch,
     [profile] = profiles
     # the bloom lookups count the keys found per file group on the way (no aggregation job); SIMPLE's are grouped
     assert (LOOKUP_COUNT in lookups[0].columns) == ("BLOOM" in index)
+    assert tallies == ([0] if "BLOOM" in index else [])
     assert not profile.inserts and profile.total_updates == len(deleted)  # each stored key once
     meta = HoodieTableMetaClient.load(path)
     stats = meta.active_timeline.commit_metadata(meta.timeline.completed().instants[-1]).write_stats()
