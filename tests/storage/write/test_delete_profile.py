@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, rows
-
-import storage.write.write_operation as write_operation
 from pyspark.sql import functions as F
 
+import storage.write.write_operation as write_operation
 from storage.index.hoodie_index import LOC_FILE_ID, LOOKUP_COUNT
 from storage.meta_fields import RECORD_KEY
 from storage.table.meta_client import HoodieTableMetaClient
