@@ -107,8 +107,7 @@ class HoodieBloomIndex(HoodieIndex):
                                                   else [])
         counted = "" if counting is None else _COUNTS_DDL
         pairs = records.select(*columns).mapInArrow(
-            _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file, counting is not None,
-                             counting is not None and counting.records),
+            _pair_with_files(IndexFileFilter(files, self.is_global), task_of_file, counting),
             _PAIRS_SCHEMA + counted)
         # one task per lookup task number, each looking up all its files (no sort into per-file groups)
         return pairs.repartition(tasks, _TASK).mapInArrow(
@@ -158,20 +157,23 @@ def partition_paths(base_files: list[HoodieBaseFile], base_path: str) -> list[st
     return [relative_partition_path(base_path, bf.path.rsplit("/", 1)[0]) for bf in base_files]
 
 
-def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray, counting: bool, tally: bool):
+def _pair_with_files(file_filter: IndexFileFilter, task_of_file: np.ndarray, counting: BatchCounting | None):
     """mapInArrow: (record key, partition path[, ordering value]) batches -> (lookup task, file, record key)
-    candidate pairs (`counting`: with the count columns); `tally`: then one row per partition path of the task's
-    records, their count and null ordering values (file `_COUNT_FILE`, the path in the key column), sent to the
-    first lookup task."""
+    candidate pairs (with the count columns when `counting`); when `counting.records`, then one row per partition
+    path of the task's records, their count and null ordering values (file `_COUNT_FILE`, the path in the key
+    column), sent to the first lookup task."""
+    tally = counting is not None and counting.records
+    counted = counting is not None
+
     def pair(batches):
         tallies = []
         for batch in batches:
             files, keys = file_filter.candidate_pairs(batch.column(0), batch.column(1))
             if files.size:
                 arrays = [pa.array(task_of_file[files]), pa.array(files.astype(np.int32)), batch.column(0).take(keys)]
-                if counting:
+                if counted:
                     arrays += [pa.nulls(files.size, pa.int64()), pa.nulls(files.size, pa.int64())]
-                yield pa.RecordBatch.from_arrays(arrays, schema=_pair_schema(counting))
+                yield pa.RecordBatch.from_arrays(arrays, schema=_pair_schema(counted))
             if tally:
                 tallies.append(_tally(batch))
         if tallies:

@@ -218,8 +218,8 @@ def matches_profile(lookup: DataFrame, checks: BatchChecks | None = None) -> Wor
             nulls += null_count or 0
     if counted and checks is not None:
         verify_batch(sorted(records), [(nulls,) if checks.precombine else ()], checks.precombine, False)
-        found = Counter()
+        found: Counter[str] = Counter()
         for (partition, _), count in profile.updates.items():
             found[partition] += count
-        profile.inserts = {p: max(n - found.get(p, 0), 1) for p, n in records.items()}
+        profile.inserts = {p: max(n - found[p], 1) for p, n in records.items()}
     return profile
