@@ -16,7 +16,7 @@ from storage.bloom.bloom_filter import (
     deserialize_bloom_filter,
     java_positions,
 )
-from storage.bloom.murmur import murmur2, murmur2_chain, murmur2_many
+from storage.bloom.murmur import TailOrder, murmur2, murmur2_chain, murmur2_many
 
 __all__ = [
     "BLOOM_FILTER_FOOTER_KEY",
@@ -29,6 +29,7 @@ __all__ = [
     "BloomHashes",
     "DynamicBloomFilter",
     "SimpleBloomFilter",
+    "TailOrder",
     "bloom_sizing",
     "continued_bloom_filter",
     "create_bloom_filter",

@@ -21,6 +21,7 @@ import numpy as np
 from storage.bloom.murmur import (
     KeysLike,
     PreparedKeys,
+    TailOrder,
     murmur2_chain,
     murmur2_rounds,
     prepare_keys,
@@ -66,13 +67,13 @@ def java_positions(h: np.ndarray, vector_size: int) -> np.ndarray:
     return np.remainder(np.absolute(h.view(np.int32)).view(np.uint32), np.uint32(vector_size))
 
 
-def _prepared(keys: KeysLike) -> PreparedKeys | list[bytes]:
+def _prepared(keys: KeysLike, tail: TailOrder) -> PreparedKeys | list[bytes]:
     """Keys ready for hashing (a short list stays a list for the scalar path); empty keys are rejected."""
     small = small_batch(keys)
     if small is not None:
         has_empty = any(len(key) == 0 for key in small)
     else:
-        small = prepare_keys(keys)
+        small = prepare_keys(keys, tail)
         has_empty = small.has_empty
     if has_empty:
         raise ValueError("bloom filter keys must not be empty (Java rejects zero-length keys)")
@@ -87,9 +88,10 @@ class BloomHashes:
     """The hash chains of a batch of keys, computed once and tested against any number of filters (the bloom
     index checks a key against every candidate file). `chain[i, j]` is round i of key j (uint32)."""
 
-    def __init__(self, keys: KeysLike, rounds: int) -> None:
-        prepared = _prepared(keys)
-        self.chain = murmur2_chain(prepared, rounds).view(np.uint32) if _count(prepared) else \
+    def __init__(self, keys: KeysLike, rounds: int, tail: TailOrder = TailOrder.HUDI) -> None:
+        prepared = _prepared(keys, tail)
+        self.tail_order = tail
+        self.chain = murmur2_chain(prepared, rounds, tail).view(np.uint32) if _count(prepared) else \
             np.zeros((rounds, 0), dtype=np.uint32)
 
     @property
@@ -135,25 +137,26 @@ def _fill_streamed(rows: Sequence["SimpleBloomFilter"], prep: PreparedKeys, row_
 
 
 def _fill_from_chain(rows: Sequence["SimpleBloomFilter"], keys: PreparedKeys | list[bytes],
-                     row_of: Optional[np.ndarray]) -> None:
+                     row_of: Optional[np.ndarray], tail: TailOrder) -> None:
     """Set bits row by row from the keys' whole hash chain: few keys, or rows of different shapes."""
-    chain = murmur2_chain(keys, max(row.num_hashes for row in rows)).view(np.uint32)
+    chain = murmur2_chain(keys, max(row.num_hashes for row in rows), tail).view(np.uint32)
     targets = [(0, slice(None))] if row_of is None else [(r, row_of == r) for r in _rows_used(row_of).tolist()]
     for r, columns in targets:
         row = rows[r]
         _set_bits(row._bits, java_positions(chain[:row.num_hashes, columns], row.vector_size))
 
 
-def _fill(rows: Sequence["SimpleBloomFilter"], keys: PreparedKeys | list[bytes], row_of: Optional[np.ndarray]) -> None:
+def _fill(rows: Sequence["SimpleBloomFilter"], keys: PreparedKeys | list[bytes], row_of: Optional[np.ndarray],
+          tail: TailOrder) -> None:
     """Add `keys` to `rows` (key i to row `row_of[i]`, or all to rows[0])."""
     first = rows[0]
     uniform = all((row.vector_size, row.num_hashes) == (first.vector_size, first.num_hashes) for row in rows)
     rows_used = 1 if row_of is None else int(_rows_used(row_of).size)
     dense = _count(keys) * first.num_hashes * _SCATTER_DENSITY >= first.bits.size * 8 * rows_used
     if uniform and dense:
-        _fill_streamed(rows, keys if isinstance(keys, PreparedKeys) else prepare_keys(keys), row_of)
+        _fill_streamed(rows, keys if isinstance(keys, PreparedKeys) else prepare_keys(keys, tail), row_of)
     else:
-        _fill_from_chain(rows, keys, row_of)
+        _fill_from_chain(rows, keys, row_of, tail)
 
 
 def _probe(rows: Sequence["SimpleBloomFilter"], chain: np.ndarray) -> np.ndarray:
@@ -179,14 +182,18 @@ def _check_hash_type(hash_type: int) -> None:
 
 
 class BloomFilter(ABC):
-    """A Hudi bloom filter over record keys (hashed as UTF-8)."""
+    """A Hudi bloom filter over record keys (hashed as UTF-8). `tail_order` is how its keys were hashed: Hudi's
+    order for every filter but those this engine wrote before it followed Hudi (nothing in the serialized
+    filter tells them apart: the reader of a footer decides, see `storage.index.key_lookup`)."""
 
-    def __init__(self, vector_size: int, num_hashes: int, hash_type: int) -> None:
+    def __init__(self, vector_size: int, num_hashes: int, hash_type: int,
+                 tail: TailOrder = TailOrder.HUDI) -> None:
         if vector_size <= 0 or num_hashes <= 0:
             raise ValueError(f"invalid bloom filter shape: vectorSize={vector_size}, nbHash={num_hashes}")
         self._vector_size = vector_size
         self._num_hashes = num_hashes
         self._hash_type = hash_type
+        self.tail_order = tail
 
     @property
     @abstractmethod
@@ -216,7 +223,7 @@ class BloomFilter(ABC):
     def add_keys(self, keys: KeysLike) -> None:
         """Add keys in the given order (order matters for DYNAMIC row filling)."""
         self._check_hash_types()
-        prepared = _prepared(keys)
+        prepared = _prepared(keys, self.tail_order)
         if _count(prepared):
             self._add_prepared(prepared)
 
@@ -226,11 +233,14 @@ class BloomFilter(ABC):
     def might_contain_many(self, keys: KeysLike) -> np.ndarray:
         """Boolean per key: False means definitely absent."""
         self._check_hash_types()
-        return self.might_contain_hashed(BloomHashes(keys, self.max_hashes))
+        return self.might_contain_hashed(BloomHashes(keys, self.max_hashes, self.tail_order))
 
     def might_contain_hashed(self, hashes: BloomHashes, columns: Optional[np.ndarray] = None) -> np.ndarray:
         """`might_contain_many` for keys hashed already (all of `hashes`, or its key indices `columns`)."""
         self._check_hash_types()
+        if hashes.tail_order is not self.tail_order:
+            raise ValueError(f"keys hashed with the {hashes.tail_order.value} tail order, the filter uses "
+                             f"{self.tail_order.value}")
         if hashes.rounds < self.max_hashes:
             raise ValueError(f"keys hashed {hashes.rounds} times, the filter needs {self.max_hashes}")
         return _probe(self._row_filters(), hashes.chain if columns is None else hashes.chain[:, columns])
@@ -315,7 +325,7 @@ class SimpleBloomFilter(BloomFilter):
         return (self,)
 
     def _add_prepared(self, keys: PreparedKeys | list[bytes]) -> None:
-        _fill((self,), keys, None)
+        _fill((self,), keys, None, self.tail_order)
 
 
 class DynamicBloomFilter(BloomFilter):
@@ -417,7 +427,7 @@ class DynamicBloomFilter(BloomFilter):
 
     def _add_prepared(self, keys: PreparedKeys | list[bytes]) -> None:
         rows = self._assign_rows(_count(keys))
-        _fill(self._rows, keys, None if (rows == 0).all() else rows)
+        _fill(self._rows, keys, None if (rows == 0).all() else rows, self.tail_order)
 
 
 class _Reader:
@@ -486,16 +496,18 @@ def _normalize_type_code(type_code: str | bytes | None) -> str:
     return code
 
 
-def deserialize_bloom_filter(type_code: str | bytes | None, text: str | bytes) -> BloomFilter:
-    """Parse a footer bloom filter; `type_code` is the `hoodie_bloom_filter_type_code` value (None = SIMPLE)."""
+def deserialize_bloom_filter(type_code: str | bytes | None, text: str | bytes,
+                             tail: TailOrder = TailOrder.HUDI) -> BloomFilter:
+    """Parse a footer bloom filter; `type_code` is the `hoodie_bloom_filter_type_code` value (None = SIMPLE),
+    `tail` how its keys were hashed (Hudi's order unless the footer says otherwise)."""
     try:
         raw = base64.b64decode(text, validate=True)
     except binascii.Error as exc:
         raise ValueError(f"bloom filter is not valid Base64: {exc}") from exc
     reader = _Reader(raw)
-    if _normalize_type_code(type_code) == SIMPLE:
-        return _read_simple(reader)
-    return _read_dynamic(reader)
+    bloom = _read_simple(reader) if _normalize_type_code(type_code) == SIMPLE else _read_dynamic(reader)
+    bloom.tail_order = tail
+    return bloom
 
 
 def continued_bloom_filter(stored: BloomFilter, filter_type: str = DYNAMIC_V0, num_entries: int = 60000,
@@ -504,7 +516,7 @@ def continued_bloom_filter(stored: BloomFilter, filter_type: str = DYNAMIC_V0, n
     or None when it was built with other settings. A dynamic filter gets back its bound on rows (Java does not
     serialize it: read back, it would put every further key into its existing rows)."""
     fresh = create_bloom_filter(filter_type, num_entries, fpp, max_entries)
-    if (type(fresh) is not type(stored)
+    if (type(fresh) is not type(stored) or stored.tail_order is not fresh.tail_order
             or (fresh.vector_size, fresh.num_hashes, fresh.hash_type) != (stored.vector_size, stored.num_hashes,
                                                                           stored.hash_type)):
         return None
@@ -513,6 +525,20 @@ def continued_bloom_filter(stored: BloomFilter, filter_type: str = DYNAMIC_V0, n
             return None
         stored.set_bound(fresh.max_entries)
     return stored
+
+
+def empty_like(stored: BloomFilter, tail: TailOrder = TailOrder.HUDI) -> BloomFilter:
+    """An empty filter of `stored`'s type and shape hashing in `tail` order: the same keys added in the same order
+    give it `stored`'s rows (a dynamic filter bounded at the rows it has, as its unserialized bound must have been
+    or its keys filled)."""
+    if isinstance(stored, DynamicBloomFilter):
+        header = (stored.vector_size, stored.num_hashes, stored.hash_type)
+        fresh = DynamicBloomFilter._from_state(header, stored.num_entries, 0, [stored._new_row()])
+        fresh.set_bound(stored.num_rows * stored.num_entries)
+    else:
+        fresh = SimpleBloomFilter.from_parameters(stored.vector_size, stored.num_hashes, stored.hash_type)
+    fresh.tail_order = tail
+    return fresh
 
 
 def create_bloom_filter(filter_type: str = DYNAMIC_V0, num_entries: int = 60000, fpp: float = 1e-9,

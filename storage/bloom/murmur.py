@@ -1,14 +1,19 @@
-"""Hadoop's MurmurHash 2 with Java `int` semantics, as a scalar and as a numpy-vectorized function.
+"""Hudi's MurmurHash 2 with Java `int` semantics, as a scalar and as a numpy-vectorized function.
 
 Hudi's bloom filters hash record keys with exactly this variant, so a filter we write is only usable by Java
 Hudi (and vice versa) if every detail matches: `h = seed ^ len`, 4-byte little-endian blocks, tail bytes
-*sign-extended* (most other MurmurHash2 ports zero-extend them) and the final avalanche mix.
+*sign-extended* (most other MurmurHash2 ports zero-extend them), mixed in from the end of the key (Hudi's
+`MurmurHash`; Hadoop's takes them in the opposite order) and the final avalanche mix.
+
+`TailOrder.HADOOP` is kept only to read the footers this engine wrote before it hashed as Hudi does (see
+`storage.index.key_lookup`): those filters stay exact when probed the way they were built.
 
 The vectorized path exists because a base file's filter takes ~30 chained hashes per record key; hashing keys
 one by one in Python would dominate write time.
 """
 from __future__ import annotations
 
+import enum
 import struct
 from dataclasses import dataclass
 from typing import Iterator, Sequence, Union
@@ -23,6 +28,17 @@ _M32 = np.uint32(M)
 _SCALAR_BATCH = 4  # up to this many keys, pure-Python hashing beats numpy's fixed per-call cost
 
 KeysLike = Union[Sequence[str], Sequence[bytes], pa.Array, pa.ChunkedArray]
+
+
+class TailOrder(enum.Enum):
+    """Where the 1-3 bytes after a key's last 4-byte block land in the hash word."""
+
+    HUDI = "hudi"  # hudi-common's MurmurHash: b[len-3] << 16 ^ b[len-2] << 8 ^ b[len-1] (from the end)
+    HADOOP = "hadoop"  # Hadoop's MurmurHash: b[base+2] << 16 ^ b[base+1] << 8 ^ b[base] (this engine before 2026-11)
+
+    def shift(self, index: int, left: int) -> int:
+        """Bit shift of tail byte `index` (0-based from the tail's start) of a `left`-byte tail (ints or arrays)."""
+        return 8 * (left - 1 - index) if self is TailOrder.HUDI else 8 * index
 
 
 def to_int32(value: int) -> int:
@@ -41,8 +57,8 @@ def _mix_block(k: int) -> int:
     return (k * M) & _MASK32
 
 
-def murmur2(data: bytes, seed: int) -> int:
-    """Hash `data` with Hadoop MurmurHash 2; returns the signed 32-bit result Java would return."""
+def murmur2(data: bytes, seed: int, tail: TailOrder = TailOrder.HUDI) -> int:
+    """Hash `data` with Hudi's MurmurHash 2; returns the signed 32-bit result Java would return."""
     length = len(data)
     h = (seed ^ length) & _MASK32
     nblocks = length >> 2
@@ -51,8 +67,8 @@ def murmur2(data: bytes, seed: int) -> int:
     base = nblocks << 2
     left = length - base
     if left:
-        for i in range(left - 1, -1, -1):
-            h ^= (_sign_extend_byte(data[base + i]) << (8 * i)) & _MASK32
+        for i in range(left):
+            h ^= (_sign_extend_byte(data[base + i]) << tail.shift(i, left)) & _MASK32
         h = (h * M) & _MASK32
     h ^= h >> 13
     h = (h * M) & _MASK32
@@ -74,6 +90,7 @@ class PreparedKeys:
     mixed_blocks: tuple[np.ndarray, ...]  # uint32 mixed block words of those keys, per block index j
     tail: np.ndarray  # uint32 xor of the sign-extended tail bytes (0 when no tail), sorted order
     tail_mul: np.ndarray  # uint32: M where a tail exists, else 1
+    tail_order: TailOrder
 
     @property
     def size(self) -> int:
@@ -132,19 +149,22 @@ def _mix_blocks(words: np.ndarray) -> np.ndarray:
     return k
 
 
-def _tail_xor(data: np.ndarray, starts: np.ndarray, left: np.ndarray) -> np.ndarray:
-    """Xor of the sign-extended tail bytes shifted to their place (Java's `(int) data[i] << 8*j`)."""
+def _tail_xor(data: np.ndarray, starts: np.ndarray, left: np.ndarray, order: TailOrder) -> np.ndarray:
+    """Xor of the sign-extended tail bytes shifted to their place (Java's `(int) data[i] << shift`)."""
     signed = np.concatenate([data.view(np.int8), np.zeros(3, dtype=np.int8)])
     tail = np.zeros(starts.size, dtype=np.int32)
     for j in range(3):
         byte = signed[starts + j].astype(np.int32)
-        tail ^= np.where(left > j, byte << (8 * j), 0).astype(np.int32)
+        shift = np.maximum(order.shift(j, left), 0)  # per key (Hudi's order depends on the tail's length)
+        tail ^= np.where(left > j, byte << shift, 0).astype(np.int32)
     return tail.view(np.uint32)
 
 
-def prepare_keys(keys: KeysLike | PreparedKeys) -> PreparedKeys:
+def prepare_keys(keys: KeysLike | PreparedKeys, tail: TailOrder = TailOrder.HUDI) -> PreparedKeys:
     """Precompute block words, tails and ordering for `keys` (str are hashed as UTF-8)."""
     if isinstance(keys, PreparedKeys):
+        if keys.tail_order is not tail:
+            raise ValueError(f"keys were prepared for the {keys.tail_order.value} tail order, not {tail.value}")
         return keys
     offsets, data = key_buffers(keys)
     lengths = np.diff(offsets)
@@ -162,8 +182,9 @@ def prepare_keys(keys: KeysLike | PreparedKeys) -> PreparedKeys:
         lengths=lengths_sorted.astype(np.uint32),
         block_counts=tuple(counts.tolist()),
         mixed_blocks=mixed,
-        tail=_tail_xor(data, tail_starts, left),
+        tail=_tail_xor(data, tail_starts, left, tail),
         tail_mul=np.where(left > 0, _M32, np.uint32(1)).astype(np.uint32),
+        tail_order=tail,
     )
 
 
@@ -182,9 +203,10 @@ def _hash_sorted(prep: PreparedKeys, seeds: np.ndarray) -> np.ndarray:
     return h
 
 
-def murmur2_many(keys: KeysLike | PreparedKeys, seeds: np.ndarray | int) -> np.ndarray:
+def murmur2_many(keys: KeysLike | PreparedKeys, seeds: np.ndarray | int,
+                 tail: TailOrder = TailOrder.HUDI) -> np.ndarray:
     """Vectorized `murmur2`: hash key i with seed i (or one seed for all); returns int32 in key order."""
-    prep = prepare_keys(keys)
+    prep = prepare_keys(keys, tail)
     seeds_u32 = np.broadcast_to(np.asarray(seeds, dtype=np.int64), (prep.size,)).astype(np.int32).view(np.uint32)
     out = np.empty(prep.size, dtype=np.uint32)
     out[prep.order] = _hash_sorted(prep, seeds_u32[prep.order])
@@ -200,18 +222,18 @@ def small_batch(keys: object) -> list[bytes] | None:
     return [k.encode("utf-8") if isinstance(k, str) else k for k in keys]
 
 
-def _scalar_chain(keys: list[bytes], rounds: int) -> np.ndarray:
+def _scalar_chain(keys: list[bytes], rounds: int, tail: TailOrder) -> np.ndarray:
     out = np.empty((rounds, len(keys)), dtype=np.int32)
     for j, data in enumerate(keys):
         h = 0
         for i in range(rounds):
-            h = murmur2(data, h)
+            h = murmur2(data, h, tail)
             out[i, j] = h
     return out
 
 
 def murmur2_rounds(prep: PreparedKeys, rounds: int) -> Iterator[np.ndarray]:
-    """Hadoop's bloom hash chain, one round at a time: round 0 uses seed 0, round i seeds with round i-1's hash.
+    """The bloom hash chain, one round at a time: round 0 uses seed 0, round i seeds with round i-1's hash.
 
     Yields uint32 arrays in the *sorted* order of `prep` (`prep.order` maps back to key order): a filter's bits
     do not depend on key order, so building one never pays for un-sorting."""
@@ -221,12 +243,12 @@ def murmur2_rounds(prep: PreparedKeys, rounds: int) -> Iterator[np.ndarray]:
         yield h
 
 
-def murmur2_chain(keys: KeysLike | PreparedKeys, rounds: int) -> np.ndarray:
+def murmur2_chain(keys: KeysLike | PreparedKeys, rounds: int, tail: TailOrder = TailOrder.HUDI) -> np.ndarray:
     """The whole chain of `murmur2_rounds`: int32 of shape (rounds, n), in key order."""
     small = small_batch(keys)
     if small is not None:
-        return _scalar_chain(small, rounds)
-    prep = prepare_keys(keys)
+        return _scalar_chain(small, rounds, tail)
+    prep = prepare_keys(keys, tail)
     out = np.empty((rounds, prep.size), dtype=np.uint32)
     for i, h in enumerate(murmur2_rounds(prep, rounds)):
         out[i, prep.order] = h

@@ -2,10 +2,11 @@
 file's footer, let its bloom filter drop the candidate keys the file cannot hold, then check the rest exactly
 against the file's `_hoodie_record_key` column. Runs inside Spark tasks.
 
-A footer bloom filter is trusted only if it contains the footer's own min and max record keys (two keys the
-writer put in the file). Some Java-written footers do not cover their file's keys (see the fixture xfails in
-tests/storage/bloom); a filter that fails this check, or cannot be parsed, is not used: every candidate key of
-that file goes to the exact check, so a wrong footer costs a read, never a lost update.
+A footer filter is probed the way its keys were hashed (`storage.bloom.footer`: Hudi's order, or Hadoop's for
+the footers this engine wrote before it followed Hudi). It is trusted only if it holds the footer's own min and
+max record keys: two probes a file, kept because a footer we cannot vouch for (a corrupt one, or an Arrow-written
+one that does not name its order) must cost a read, never a lost update. A filter that fails this check, or
+cannot be parsed, is not used: every candidate key of that file goes to the exact check.
 """
 from __future__ import annotations
 
@@ -16,14 +17,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from storage.bloom import (
-    BLOOM_FILTER_FOOTER_KEY,
-    BLOOM_FILTER_TYPE_CODE_KEY,
-    MAX_RECORD_KEY_FOOTER,
-    MIN_RECORD_KEY_FOOTER,
-    BloomFilter,
-    deserialize_bloom_filter,
-)
+from storage.bloom import MAX_RECORD_KEY_FOOTER, MIN_RECORD_KEY_FOOTER, BloomFilter, TailOrder
+from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY, footer_bloom_filter, footer_own_keys
 from storage.io.parquet import parquet_file
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
@@ -42,23 +37,41 @@ def _text(value: Optional[bytes]) -> Optional[str]:
     return None if value is None else value.decode("utf-8", errors="replace")
 
 
-def trusted_bloom_filter(meta: dict[bytes, bytes], path: str) -> Optional[BloomFilter]:
+def trusted_bloom_filter(metadata: pq.FileMetaData, path: str) -> Optional[BloomFilter]:
     """The footer's bloom filter, or None when there is none or it is not to be trusted (see module doc)."""
-    text = meta.get(BLOOM_FILTER_FOOTER_KEY.encode())
-    if text is None:
-        return None
     try:
-        bloom = deserialize_bloom_filter(meta.get(BLOOM_FILTER_TYPE_CODE_KEY.encode()), text)
+        bloom = footer_bloom_filter(metadata)
     except (ValueError, NotImplementedError) as exc:
         log.warning("bloom filter footer of %s is unusable (%s): checking its keys exactly", path, exc)
         return None
-    own = [k for k in (_text(meta.get(MIN_RECORD_KEY_FOOTER.encode())),
-                       _text(meta.get(MAX_RECORD_KEY_FOOTER.encode()))) if k]
-    if own and not bloom.might_contain_many(own).all():
-        log.warning("bloom filter footer of %s does not contain the file's own min/max record keys: "
-                    "not used, its keys are checked exactly", path)
+    if bloom is None:
         return None
-    return bloom
+    own = footer_own_keys(metadata)
+    if bloom.tail_order is TailOrder.HADOOP and BLOOM_FILTER_TAIL_ORDER_KEY.encode() not in metadata.metadata:
+        return _unmarked_arrow_filter(bloom, own, path)
+    if not own or bloom.might_contain_many(own).all():
+        return bloom
+    log.warning("bloom filter footer of %s does not contain the file's own min/max record keys: "
+                "not used, its keys are checked exactly", path)
+    return None
+
+
+def _unmarked_arrow_filter(bloom: BloomFilter, own: list[str], path: str) -> Optional[BloomFilter]:
+    """An Arrow-written footer that does not name its hash order: this engine's before it hashed as Hudi does
+    (Hadoop's order), or another Arrow-based writer's (Hudi's). Its own min/max keys decide, when exactly one order
+    holds them; keys of 0 or 1 bytes past their last 4-byte block hash alike in both orders and cannot, and then the
+    filter is not used (`CALL repair_bloom_filters` makes such footers trusted again)."""
+    holds = []
+    for order in (TailOrder.HADOOP, TailOrder.HUDI):
+        bloom.tail_order = order
+        if own and bloom.might_contain_many(own).all():
+            holds.append(order)
+    if len(holds) == 1:
+        bloom.tail_order = holds[0]
+        return bloom
+    log.info("bloom filter footer of %s does not name its hash order and its min/max keys do not tell: its keys "
+             "are checked exactly", path)
+    return None
 
 
 def keys_in_file(path: str, candidates: pa.Array, options: StorageOptions | None = None) -> pa.Array:
@@ -70,7 +83,7 @@ def keys_in_file(path: str, candidates: pa.Array, options: StorageOptions | None
 
 def bloom_candidates(parquet: pq.ParquetFile, path: str, keys: pa.Array) -> pa.Array:
     """The `keys` the file's footer bloom filter does not rule out (all of them without a trusted filter)."""
-    bloom = trusted_bloom_filter(parquet.metadata.metadata or {}, path)
+    bloom = trusted_bloom_filter(parquet.metadata, path)
     if bloom is None or not len(keys):
         return keys
     return keys.filter(pa.array(bloom.might_contain_many(keys)))

@@ -19,6 +19,7 @@ from storage.bloom import (
     MIN_RECORD_KEY_FOOTER,
     create_bloom_filter,
 )
+from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY
 
 def bloom_options_of(config: HoodieConfig) -> dict:
     """The bloom filter settings of a write (hoodie.bloom.index.filter.type, num_entries, fpp, max entries)."""
@@ -70,6 +71,7 @@ class KeyFooter:
         return {
             BLOOM_FILTER_FOOTER_KEY.encode(): self._bloom.serialize().encode(),
             BLOOM_FILTER_TYPE_CODE_KEY.encode(): self._bloom.type_code.encode(),
+            BLOOM_FILTER_TAIL_ORDER_KEY.encode(): self._bloom.tail_order.value.encode(),
             MIN_RECORD_KEY_FOOTER.encode(): self._min.encode(),
             MAX_RECORD_KEY_FOOTER.encode(): self._max.encode(),
         }

@@ -23,6 +23,7 @@ from storage.fs_utils import (
     write_partition_metadata,
 )
 from storage.bloom import continued_bloom_filter
+from storage.bloom.footer import written_by_arrow
 from storage.io.base_file_writer import BloomSeed, write_base_file
 from storage.io.parquet import open_parquet
 from storage.io.request_metrics import counted_in_task
@@ -50,7 +51,6 @@ from storage.write.task_context import (
 
 log = logging.getLogger(__name__)
 
-_ARROW_WRITER = "parquet-cpp"  # `created_by` of the parquet files this engine writes
 _STALE_BLOOM_KEYS = 0.1  # a continued bloom filter may hold this share more keys than its file (keys since deleted)
 
 
@@ -259,17 +259,17 @@ def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, counts: d
                ctx: WriteTaskContext) -> BloomSeed | None:
     """The rewritten file's own bloom filter, as the start of the new file's: it holds the kept records' keys already,
     so only the incoming keys are hashed (Hudi hashes every key again; the filter holds the same keys). Only a filter
-    this engine wrote (an Arrow-written file: Java-written footers were seen not to cover their keys) and of the
-    write's settings. After deletes the filter still holds the deleted keys: harmless to a lookup (a false positive
+    this engine wrote, in Hudi's hash order (a legacy Hadoop-order footer is built afresh, so a rewrite repairs it),
+    and of the write's settings. After deletes the filter still holds the deleted keys: harmless to a lookup (a false positive
     the file's keys then rule out), so it is continued while such stale keys stay within `_STALE_BLOOM_KEYS` of the
     file's live ones, and built afresh beyond that."""
     if kept is None or not ctx.populate_meta_fields or not kept.num_rows:
         return None
-    if not str(base.metadata.created_by or "").startswith(_ARROW_WRITER):
+    if not written_by_arrow(base.metadata):
         return None
     from storage.index.key_lookup import trusted_bloom_filter
 
-    stored = trusted_bloom_filter(base.metadata.metadata or {}, path)
+    stored = trusted_bloom_filter(base.metadata, path)
     bloom = continued_bloom_filter(stored, **ctx.bloom_options) if stored is not None else None
     if bloom is None:
         return None

@@ -20,7 +20,8 @@ _JAVA_INSTANT_BOUND = {"sample_mor_parquet_v6_nonpartitioned_rollback": "2025012
 # 17:01 UTC); the others in UTC. The session time zone is part of the run, not of the script.
 _SESSION_TIME_ZONE = {name: "America/Chicago" for name in (
     "sample_cow_v6_complexkeygen_hivestyle", "sample_cow_v6_nonpartitioned",
-    "sample_cow_v6_simplekeygen_nonhivestyle_overwritetable")}
+    "sample_cow_v6_simplekeygen_nonhivestyle_overwritetable", "sample_cow_v9_txns_nonpart_nometa",
+    "sample_cow_v9_txns_simple_meta", "sample_mor_avro_v9_txns_simple_meta")}
 
 
 def _data_columns(base_path: str) -> list[str]:

@@ -263,3 +263,29 @@ def test_compaction_procedures(hudi_sql, tmp_path):
     assert arrow_rows(hudi_rs_read(path)) == expected
     shown = hudi_sql.sql("CALL show_compaction(table => 'm')").collect()
     assert {r.state for r in shown} == {"COMPLETED"} and {r.compaction_time for r in shown} == {instant}
+
+
+def test_repair_bloom_filters_rewrites_legacy_footers(hudi_sql, seeded):
+    """A table whose footers this engine wrote in Hadoop's hash order: a dry run lists them, the repair rewrites them
+    in Hudi's order (marked), a second repair has nothing to do, and the rows are the same throughout."""
+    import pyarrow.parquet as pq
+
+    from storage.bloom import TailOrder
+    from storage.bloom.footer import is_legacy_footer
+    from storage.table_service.bloom_repair import rewrite_footer_filter
+
+    path = Path(seeded("rb"))
+    files = sorted(str(p) for p in path.rglob("*.parquet") if ".hoodie" not in p.parts)
+    storage = HoodieStorage.for_path(str(path))
+    for f in files:
+        rewrite_footer_filter(storage, f, TailOrder.HADOOP, mark=False)
+    before = spark_rows(hudi_sql.sql("SELECT * FROM rb"))
+    planned = hudi_sql.sql("CALL repair_bloom_filters(table => 'rb', dry_run => true)").collect()
+    assert sorted(r.file_name for r in planned) == sorted(Path(f).name for f in files)
+    assert {r.action for r in planned} == {"would rewrite"}
+    assert all(is_legacy_footer(pq.read_metadata(f)) for f in files)
+    done = hudi_sql.sql("CALL repair_bloom_filters(table => 'rb')").collect()
+    assert {r.action for r in done} == {"rewritten"} and sum(r.keys for r in done) == 5
+    assert not any(is_legacy_footer(pq.read_metadata(f)) for f in files)
+    assert hudi_sql.sql("CALL repair_bloom_filters(table => 'rb')").collect() == []
+    assert spark_rows(hudi_sql.sql("SELECT * FROM rb")) == before

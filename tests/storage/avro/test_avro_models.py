@@ -20,6 +20,14 @@ from storage.file_group.avro_block_content import avro_record_bounds
 from storage.file_group.log_block import AvroDataBlock
 
 FIXTURES = fixture_names()
+# Hudi 1.1 (table version 9) instants use 1.1's schemas (HoodieClusteringPlan.missingSchedulePartitions, Avro
+# commit metadata) where the other fixtures use 0.x/1.0's: one model per schema version is issue 38's work.
+V9_SCHEMAS = pytest.mark.xfail(strict=True, raises=AssertionError,
+                               reason="issue 38: Hudi 1.1 (table version 9) Avro instant schemas not modelled yet")
+
+
+def _fixture_params() -> list:
+    return [pytest.param(n, marks=[V9_SCHEMAS] if "_v9_" in n else []) for n in FIXTURES]
 
 
 def _avro_instant_files(base: Path) -> list[Path]:
@@ -86,11 +94,11 @@ def test_fixtures_have_avro_instant_files(fixture_table) -> None:
             names.add(read_avro_container_with_schema(path.read_bytes())[1]["name"])
     assert names == {
         "HoodieRollbackPlan", "HoodieRollbackMetadata", "HoodieCompactionPlan", "HoodieRequestedReplaceMetadata",
-        "HoodieCommitMetadata", "HoodieIndexPlan", "HoodieIndexCommitMetadata",
+        "HoodieCommitMetadata", "HoodieIndexPlan", "HoodieIndexCommitMetadata", "HoodieReplaceCommitMetadata",
     }
 
 
-@pytest.mark.parametrize("name", FIXTURES)
+@pytest.mark.parametrize("name", _fixture_params())
 def test_every_avro_instant_file_matches_our_model(fixture_table, name: str) -> None:
     for path in _avro_instant_files(fixture_table(name)):
         data = path.read_bytes()

@@ -20,6 +20,7 @@ from storage.bloom import (
     BLOOM_FILTER_TYPE_CODE_KEY,
     DynamicBloomFilter,
     SimpleBloomFilter,
+    TailOrder,
     bloom_sizing,
     create_bloom_filter,
     deserialize_bloom_filter,
@@ -32,7 +33,8 @@ M = 0x5BD1E995
 KAFKA_SEED = -1756908916  # 0x9747b28c as a Java int
 
 # Apache Kafka's published MurmurHash2 test vectors (Utils.murmur2, seed 0x9747b28c). Kafka's variant differs
-# from Hadoop's only in zero-extending tail bytes, which is invisible for ASCII input.
+# from Hadoop's only in zero-extending tail bytes, which is invisible for ASCII input. Hudi's differs from both in
+# the order of the tail bytes, so these vectors check the legacy (Hadoop) order and the shared block mixing.
 KAFKA_VECTORS = {
     b"21": -973932308,
     b"foobar": -790332482,
@@ -42,11 +44,6 @@ KAFKA_VECTORS = {
     b"abc": 479470107,
 }
 
-# This file group's footer filter (identical in both of its versions) holds 2 keys x 30 bits, but not the
-# 2 record keys stored in the file: Java wrote it that way, no variant of the keys we tried matches.
-FOREIGN_KEY_FILTER = pytest.mark.xfail(
-    strict=True, reason="Java-written footer does not cover this file's record keys (fixture anomaly)")
-FOREIGN_KEY_FILE_GROUP = "a22e8257-e249-45e9-ba46-115bc85adcba-0"
 
 
 def _java_mix_final(h: int) -> int:
@@ -60,13 +57,90 @@ def _java_mix_final(h: int) -> int:
 
 @pytest.mark.parametrize("data,expected", list(KAFKA_VECTORS.items()), ids=lambda v: str(v)[:20])
 def test_murmur2_matches_published_vectors(data, expected):
-    assert murmur2(data, KAFKA_SEED) == expected
+    assert murmur2(data, KAFKA_SEED, TailOrder.HADOOP) == expected
 
 
 def test_murmur2_many_matches_published_vectors():
-    got = murmur2_many(list(KAFKA_VECTORS), np.int32(KAFKA_SEED))
+    got = murmur2_many(list(KAFKA_VECTORS), np.int32(KAFKA_SEED), TailOrder.HADOOP)
     assert got.dtype == np.int32
     assert got.tolist() == list(KAFKA_VECTORS.values())
+
+
+def _reference_hudi_murmur(data: bytes, seed: int) -> int:
+    """hudi-common's MurmurHash.hash as its published algorithm reads, spelled out independently of
+    storage.bloom.murmur: Java ints wrap at 32 bits, bytes are signed, the tail is taken from the key's end."""
+    def wrap(v: int) -> int:
+        v &= 0xFFFFFFFF
+        return v - (1 << 32) if v >= 1 << 31 else v
+
+    def signed(b: int) -> int:
+        return b - 256 if b >= 128 else b
+
+    length = len(data)
+    h = wrap(seed ^ length)
+    for i in range(length // 4):
+        k = int.from_bytes(data[4 * i:4 * i + 4], "little")
+        k = wrap(k * M)
+        k = wrap(k ^ ((k & 0xFFFFFFFF) >> 24))
+        k = wrap(k * M)
+        h = wrap(wrap(h * M) ^ k)
+    left = length % 4
+    if left:
+        if left >= 3:
+            h = wrap(h ^ (signed(data[length - 3]) << 16))
+        if left >= 2:
+            h = wrap(h ^ (signed(data[length - 2]) << 8))
+        h = wrap(h ^ signed(data[length - 1]))
+        h = wrap(h * M)
+    h = wrap(h ^ ((h & 0xFFFFFFFF) >> 13))
+    h = wrap(h * M)
+    return wrap(h ^ ((h & 0xFFFFFFFF) >> 15))
+
+
+def _reference_row_contains(raw: bytes, offset: int, data: bytes) -> tuple[bool, int]:
+    """Java's membership test of one serialized row at `offset` (header: version, nbHash, hashType, vectorSize):
+    chained hashes seeded with the previous round's, position `Math.abs(h % vectorSize)`, bit `position % 8` of
+    byte `position / 8`. Returns (hit, offset of the next row)."""
+    _, num_hashes, _, vector_size = struct.unpack_from(">iibi", raw, offset)
+    bits = raw[offset + 13:offset + 13 + (vector_size + 7) // 8]
+    h, hit = 0, True
+    for _ in range(num_hashes):
+        h = _reference_hudi_murmur(data, h)
+        position = abs(int(math.fmod(h, vector_size)))
+        hit = hit and bool(bits[position // 8] >> (position % 8) & 1)
+    return hit, offset + 13 + len(bits)
+
+
+def _reference_contains(bloom: "DynamicBloomFilter | SimpleBloomFilter", key: str) -> bool:
+    raw, data = bloom.to_bytes(), key.encode("utf-8")
+    if isinstance(bloom, SimpleBloomFilter):
+        return _reference_row_contains(raw, 0, data)[0]
+    offset = 13 + 12  # the filter's header, then nr, currentNbRecord, rows
+    for _ in range(struct.unpack_from(">i", raw, 13 + 8)[0]):
+        hit, offset = _reference_row_contains(raw, offset, data)
+        if hit:
+            return True
+    return False
+
+
+def test_reference_hash_is_not_the_legacy_order():
+    # the reference and ours agree on every length; the legacy order differs exactly on 2- and 3-byte tails
+    for data in (b"a", b"ab", b"abc", b"abcd", b"abcde", b"abcdef", b"abcdefg", "中文".encode()):
+        assert murmur2(data, 0) == _reference_hudi_murmur(data, 0)
+        assert (murmur2(data, 0, TailOrder.HADOOP) == murmur2(data, 0)) == (len(data) % 4 in (0, 1))
+
+
+@pytest.mark.parametrize("filter_type,num_entries", [("SIMPLE", 150), ("DYNAMIC_V0", 50)])
+def test_filters_we_write_are_found_by_a_java_order_reference_probe(filter_type, num_entries):
+    rnd = random.Random(46)
+    ascii_keys = ["".join(rnd.choice("abcXYZ019:,-_/") for _ in range(n)) for n in range(1, 41)]
+    multibyte = ["".join(rnd.choice("éüßø中文字😀a") for _ in range(n)) for n in range(1, 41)]
+    keys = ascii_keys + multibyte + [f"{k}|{i}" for i, k in enumerate(ascii_keys)]
+    bloom = create_bloom_filter(filter_type, num_entries=num_entries, fpp=1e-6, max_entries=200)
+    bloom.add_keys(pa.array(keys))  # 120 keys: the dynamic filter spans three rows
+    assert all(_reference_contains(bloom, k) for k in keys)
+    absent = [f"absent-{i}-{'x' * (i % 7)}" for i in range(300)]
+    assert sum(_reference_contains(bloom, k) for k in absent) <= 2
 
 
 def test_murmur2_empty_input():
@@ -277,11 +351,10 @@ def _fixture_base_files() -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def _params(xfail_foreign: bool) -> list:
+def _params() -> list:
     params = []
     for table, name in _fixture_base_files():
-        marks = [FOREIGN_KEY_FILTER] if xfail_foreign and name.startswith(FOREIGN_KEY_FILE_GROUP) else []
-        params.append(pytest.param(table, name, marks=marks, id=f"{table}/{name}"))
+        params.append(pytest.param(table, name, id=f"{table}/{name}"))
     return params
 
 
@@ -307,7 +380,7 @@ def test_fixture_files_found():
     assert len(_fixture_base_files()) >= 20
 
 
-@pytest.mark.parametrize("table,name", _params(xfail_foreign=False))
+@pytest.mark.parametrize("table,name", _params())
 def test_java_footer_round_trips_exactly(fixture_table, table, name):
     _, meta = _footer(fixture_table, table, name)
     text = meta[BLOOM_FILTER_FOOTER_KEY.encode()].decode()
@@ -316,7 +389,7 @@ def test_java_footer_round_trips_exactly(fixture_table, table, name):
     assert bloom.serialize() == text
 
 
-@pytest.mark.parametrize("table,name", _params(xfail_foreign=True))
+@pytest.mark.parametrize("table,name", _params())
 def test_java_footer_contains_every_record_key(fixture_table, table, name):
     path, meta = _footer(fixture_table, table, name)
     keys = _record_keys(path)
@@ -326,7 +399,7 @@ def test_java_footer_contains_every_record_key(fixture_table, table, name):
     assert all(bloom.might_contain(k) for k in keys.to_pylist())
 
 
-@pytest.mark.parametrize("table,name", _params(xfail_foreign=False))
+@pytest.mark.parametrize("table,name", _params())
 def test_java_footer_rejects_random_keys(fixture_table, table, name):
     path, meta = _footer(fixture_table, table, name)
     stored = set(_record_keys(path).to_pylist())
@@ -337,7 +410,7 @@ def test_java_footer_rejects_random_keys(fixture_table, table, name):
     assert _load(meta).might_contain_many(probes).sum() <= 1
 
 
-@pytest.mark.parametrize("table,name", _params(xfail_foreign=True))
+@pytest.mark.parametrize("table,name", _params())
 def test_rebuilding_java_footer_is_byte_identical(fixture_table, table, name):
     path, meta = _footer(fixture_table, table, name)
     type_code = meta.get(BLOOM_FILTER_TYPE_CODE_KEY.encode(), b"SIMPLE").decode()

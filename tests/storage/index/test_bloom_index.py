@@ -187,21 +187,17 @@ def test_key_ranges_are_cached_between_lookups(spark, tmp_path, monkeypatch, in_
     assert sorted(i.min_record_key for i in cached) == ["k000000", "k000010"]
 
 
-FOREIGN_KEY_FILE_GROUP = "a22e8257-e249-45e9-ba46-115bc85adcba-0"
-
-
-def test_untrusted_java_footer_is_checked_exactly(fixture_table):
+def test_java_footers_are_trusted_and_prune(fixture_table):
+    """Every Java-written footer is trusted (Hudi's hash order) and rules out a key its file does not hold."""
     base = fixture_table("sample_cow_v6_complexkeygen_hivestyle")
     files = sorted(base.rglob("*.parquet"))
-    foreign = [f for f in files if f.name.startswith(FOREIGN_KEY_FILE_GROUP)]
-    assert foreign
     for f in files:
-        meta = pq.read_metadata(f).metadata
-        bloom = trusted_bloom_filter(meta, str(f))
-        assert (bloom is None) == (f in foreign)
-    stored = pq.read_table(foreign[0], columns=[RECORD_KEY]).column(0).to_pylist()
-    assert stored == ["id:1,name:Alice", "id:3,name:Carol"]
-    assert keys_in_file(str(foreign[0]), pa.array(stored + ["id:9,name:Zed"])).to_pylist() == stored
+        parquet = pq.ParquetFile(f)
+        assert trusted_bloom_filter(parquet.metadata, str(f)) is not None
+        stored = parquet.read(columns=[RECORD_KEY]).column(0).to_pylist()
+        probes = pa.array(stored + ["id:9,name:Zed", "id:99,name:Nobody"])
+        assert bloom_candidates(parquet, str(f), probes).to_pylist() == stored
+        assert keys_in_file(str(f), probes).to_pylist() == sorted(set(stored), key=stored.index)
 
 
 def test_java_fixture_tags_equal_simple(spark, fixture_table):
