@@ -77,7 +77,7 @@ def _session():
 
 def writer_process(writer: int, writers: int, rounds: int, path: str, opts: dict, barrier, results) -> None:
     from storage.exception import HoodieWriteConflictError
-    from storage.write.write_client import HoodieWriteClient
+    from storage.client.write_client import HoodieWriteClient
 
     spark = _session()
     for r in range(1, rounds + 1):
@@ -138,7 +138,7 @@ def run(writers: int, rounds: int, lock: str, mor: bool = False, compactor: bool
     opts = options(path, lock, mor)
     seed = [(w, w, 0, 0, SHARED) for w in range(writers)] + [(1_000 + w, w, 0, 0, f"w{w}") for w in range(writers)]
     spark = spark or _session()
-    from storage.write.write_client import HoodieWriteClient
+    from storage.client.write_client import HoodieWriteClient
 
     HoodieWriteClient(spark, path, opts).write(spark.createDataFrame(seed, SCHEMA), "upsert")
     ctx = multiprocessing.get_context("spawn")

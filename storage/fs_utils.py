@@ -5,9 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 
-from storage.io.storage import HoodieStorage
 
 META_FOLDER = ".hoodie"
 TEMP_FOLDER = ".temp"
@@ -92,12 +90,3 @@ def relative_partition_path(base: str, directory: str) -> str:
     if directory.rstrip("/") == base:
         return ""
     return directory[len(base) + 1:].strip("/")
-
-
-def write_partition_metadata(storage: HoodieStorage, base: str, partition_path: str, instant_time: str) -> None:
-    """Create `.hoodie_partition_metadata` once per partition (first writer wins; later calls are no-ops)."""
-    path = join_path(base, partition_path, PARTITION_METAFILE)
-    depth = len([p for p in partition_path.split("/") if p]) if partition_path else 0
-    now = datetime.now(timezone.utc).strftime("%a %b %d %H:%M:%S UTC %Y")
-    text = f"#partition metadata\n#{now}\ncommitTime={instant_time}\npartitionDepth={depth}\n"
-    storage.create_if_absent(path, text.encode("utf-8"))

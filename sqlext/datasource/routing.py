@@ -77,7 +77,7 @@ def _save(original):
         fmt = (format or state["format"] or "").lower()
         if fmt not in HUDI_FORMATS:
             return original(self, path, format, mode, partitionBy, **options)
-        from storage.write.write_client import write_dataframe
+        from storage.client.write_client import write_dataframe
 
         opts = {**state["options"], **{k: _text(v) for k, v in options.items()}}
         if partitionBy:
@@ -189,7 +189,7 @@ def _insert(df, ref, options: dict, operation: str) -> None:
 
 
 def _write(df, path: str, opts: dict, mode: str, partition_by) -> None:
-    from storage.write.write_client import write_dataframe
+    from storage.client.write_client import write_dataframe
 
     if partition_by:
         cols = [partition_by] if isinstance(partition_by, str) else list(partition_by)

@@ -24,7 +24,7 @@ from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
 from storage.io.storage_options import session_storage_options
 from storage.write.table_settings import init_table
-from storage.write.write_client import write_dataframe
+from storage.client.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 

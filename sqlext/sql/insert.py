@@ -18,7 +18,7 @@ from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
 from storage.config import WriteConfigKeys as WK
 from storage.config import SparkSqlConfigKeys as SK
-from storage.write.write_client import write_dataframe
+from storage.client.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 

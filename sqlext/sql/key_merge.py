@@ -29,7 +29,7 @@ from storage.exception import HoodieDuplicateKeyError
 from storage.index.bucket_index import is_bucket_index
 from storage.table.fs_view import FileSystemView
 from storage.timeline.instant import Action
-from storage.write.write_client import write_dataframe
+from storage.client.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 

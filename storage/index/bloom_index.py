@@ -50,7 +50,7 @@ from storage.io.storage_options import StorageOptions
 from storage.index.simple_index import HoodieSimpleIndex
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.file_slice import HoodieBaseFile
-from storage.write.spark_partitioning import placement_keys
+from storage.engine.spark_partitioning import placement_keys
 
 log = logging.getLogger(__name__)
 

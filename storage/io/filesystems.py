@@ -12,7 +12,7 @@ from enum import Enum
 import pyarrow.fs as pafs
 
 from storage.exception import HoodieIOError
-from storage.io.storage_location import GCS_SCHEMES, HDFS_SCHEMES, LOCAL_SCHEMES, S3_SCHEMES, StorageLocation
+from storage.io.storage_location import GCS_SCHEMES, HDFS_SCHEMES, LOCAL_SCHEMES, S3_SCHEMES, StorageLocation, fsspec_class
 from storage.io.storage_options import StorageOptions, s3_settings
 
 log = logging.getLogger(__name__)
@@ -35,15 +35,6 @@ class SchemeFileSystem:
     supports_append: bool
     create_mode: CreateMode
     is_object_store: bool
-
-
-def check_scheme_supported(scheme: str, path: str) -> None:
-    if scheme in LOCAL_SCHEMES or scheme in S3_SCHEMES or scheme in GCS_SCHEMES or scheme in HDFS_SCHEMES:
-        return
-    if _fsspec_class(scheme) is None:
-        raise HoodieIOError(f"unsupported storage scheme {scheme!r} in {path!r}: supported are local paths, "
-                            f"{', '.join(S3_SCHEMES + GCS_SCHEMES + HDFS_SCHEMES)} and schemes of installed "
-                            "fsspec file systems")
 
 
 def filesystem_for(location: StorageLocation, options: StorageOptions) -> SchemeFileSystem:
@@ -76,19 +67,8 @@ def _filesystem(scheme: str, authority: str, options: StorageOptions) -> SchemeF
         host, _, port = authority.partition(":")
         fs = pafs.HadoopFileSystem(host or "default", int(port or 0))
         return SchemeFileSystem(fs, True, CreateMode.CHECK_THEN_WRITE, False)
-    cls = _fsspec_class(scheme)
+    cls = fsspec_class(scheme)
     if cls is None:
         raise HoodieIOError(f"unsupported storage scheme {scheme!r}")
     fs = pafs.PyFileSystem(pafs.FSSpecHandler(cls()))
     return SchemeFileSystem(fs, False, CreateMode.EXCLUSIVE_OPEN, True)
-
-
-def _fsspec_class(scheme: str):
-    try:
-        import fsspec
-    except ImportError:
-        return None
-    try:
-        return fsspec.get_filesystem_class(scheme)
-    except (ValueError, ImportError):
-        return None

@@ -71,8 +71,6 @@ def parse_location(path: str | os.PathLike) -> StorageLocation:
 def normalize_base_path(path: str | os.PathLike) -> str:
     """A table base path: an absolute local path without scheme, or a URI without trailing slash. A scheme no
     file system here serves raises `HoodieIOError` naming it."""
-    from storage.io.filesystems import check_scheme_supported
-
     location = parse_location(path)
     check_scheme_supported(location.scheme, os.fspath(path))
     return location.uri
@@ -80,3 +78,24 @@ def normalize_base_path(path: str | os.PathLike) -> str:
 
 def is_local_path(path: str) -> bool:
     return scheme_of(path) in LOCAL_SCHEMES
+
+
+def check_scheme_supported(scheme: str, path: str) -> None:
+    if scheme in LOCAL_SCHEMES or scheme in S3_SCHEMES or scheme in GCS_SCHEMES or scheme in HDFS_SCHEMES:
+        return
+    if fsspec_class(scheme) is None:
+        raise HoodieIOError(f"unsupported storage scheme {scheme!r} in {path!r}: supported are local paths, "
+                            f"{', '.join(S3_SCHEMES + GCS_SCHEMES + HDFS_SCHEMES)} and schemes of installed "
+                            "fsspec file systems")
+
+
+def fsspec_class(scheme: str):
+    """The fsspec file system class serving `scheme`, or None (no fsspec, or no such scheme)."""
+    try:
+        import fsspec
+    except ImportError:
+        return None
+    try:
+        return fsspec.get_filesystem_class(scheme)
+    except (ValueError, ImportError):
+        return None

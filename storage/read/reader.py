@@ -31,6 +31,7 @@ from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
+from storage.table.retention import check_files_retained
 from storage.timeline.instant_time import normalize_instant_time
 from storage.exception import HoodieReadError
 
@@ -179,8 +180,6 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
 
 def _check_retained(meta: HoodieTableMetaClient, instant_time: str, what: str) -> None:
     """A read at `instant_time` whose file versions the cleaner removed fails, saying so."""
-    from storage.table_service.clean_planner import check_files_retained
-
     check_files_retained(meta, instant_time, what)
 
 

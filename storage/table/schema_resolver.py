@@ -9,9 +9,38 @@ import pyarrow as pa
 
 from storage.io.parquet import read_parquet_schema
 from storage.exception import HoodieCorruptedMetadataError, HoodieKeyError
+from storage.meta_fields import IS_DELETED, META_COLUMNS
 from storage.table.meta_client import HoodieTableMetaClient
 
 log = logging.getLogger(__name__)
+
+
+def data_schema(schema: pa.Schema) -> pa.Schema:
+    """`schema` without Hudi meta columns; byte and short become int as in Hudi's Avro schemas."""
+    fields = []
+    for f in schema:
+        if f.name in META_COLUMNS or f.name in ("_hoodie_operation", IS_DELETED):
+            continue
+        fields.append(f.with_type(_hudi_type(f.type)))
+    return pa.schema(fields)
+
+
+def _hudi_type(t: pa.DataType) -> pa.DataType:
+    if t in (pa.int8(), pa.int16()):
+        return pa.int32()
+    if pa.types.is_timestamp(t):
+        return pa.timestamp("us", tz="UTC")
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_hudi_type(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return pa.list_(t.value_field.with_type(_hudi_type(t.value_type)))
+    if pa.types.is_map(t):
+        return pa.map_(_hudi_type(t.key_type), t.item_field.with_type(_hudi_type(t.item_type)))
+    return t
 
 
 def latest_avro_schema(meta_client: HoodieTableMetaClient, as_of: str | None = None) -> str | None:
@@ -37,8 +66,6 @@ def table_data_schema(meta_client: HoodieTableMetaClient, as_of: str | None = No
                                                f"{meta_client.base_path} is damaged: {exc!r}") from None
         return _declared_timestamp_partition_types(meta_client, schema)
     if sample_file:
-        from storage.write.schema import data_schema
-
         return data_schema(read_parquet_schema(meta_client.storage, sample_file))
     return None
 

@@ -25,13 +25,14 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.container import write_avro_container
 from storage.avro.models import HOODIE_COMPACTION_PLAN
 from storage.config import CompactionConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.pending_plans import pending_compaction_operations, read_compaction_plan as read_plan  # noqa: F401
 from storage.table_service.compaction_strategy import metrics_of, select_slices
 from storage.timeline.instant import Action
 from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
@@ -74,25 +75,6 @@ def build_plan(slices: list[FileSlice], strategy: str) -> dict[str, Any]:
         "preserveHoodieMetadata": False,
         "missingSchedulePartitions": None,
     }
-
-
-def read_plan(meta_client: HoodieTableMetaClient, instant_time: str) -> dict[str, Any]:
-    timeline = meta_client.active_timeline
-    requested = next((i for i in timeline.all_files()
-                      if i.timestamp == instant_time and i.action == Action.COMPACTION and i.is_requested), None)
-    if requested is None:
-        raise HoodieCompactionError(f"no requested compaction {instant_time} in table {meta_client.base_path}")
-    data = timeline.read_bytes(requested)
-    return read_avro_container(data) if data else {"operations": []}
-
-
-def pending_compaction_operations(meta_client: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> base instant of the slice each pending compaction compacts."""
-    out = {}
-    for inst in meta_client.timeline.pending().of_actions([Action.COMPACTION]):
-        for op in read_plan(meta_client, inst.timestamp).get("operations") or []:
-            out[(op.get("partitionPath") or "", op["fileId"])] = op.get("baseInstantTime") or ""
-    return out
 
 
 def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[tuple[str, str]]:

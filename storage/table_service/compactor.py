@@ -24,7 +24,8 @@ from pyspark.sql import SparkSession
 
 from storage.arrow_util import constant_array
 from storage.config import HoodieConfig, WriteConfigKeys as WK
-from storage.fs_utils import join_path, make_base_file_name, make_write_token, write_partition_metadata
+from storage.fs_utils import join_path, make_base_file_name, make_write_token
+from storage.table.partition_metadata import write_partition_metadata
 from storage.io.base_file_writer import bloom_options_of, write_base_file
 from storage.io.request_metrics import RequestTally, counted_in_task
 from storage.meta_fields import FILE_NAME
@@ -35,11 +36,12 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
 from storage.timeline.instant import Action
-from storage.write.handle import null_meta_fields, task_ids
+from storage.write.handle import task_ids
+from storage.write.merge_rows import null_meta_fields
 from storage.testing.crash_points import crash_point
 from storage.table_service.service_execution import finish_execution, service_commit_metadata, start_execution
 from storage.write.markers import IOType, create_marker
-from storage.write.spark_partitioning import packed_frame
+from storage.engine.spark_partitioning import packed_frame
 from storage.exception import HoodieCompactionExecutionError
 
 log = logging.getLogger(__name__)

@@ -4,20 +4,21 @@ back every later write and table service, newest first.
 `<t>.restore.requested` (Avro HoodieRestorePlan: the instants to roll back) -> `<t>.restore.inflight` -> each
 instant rolled back with storage.write.rollback (completed commits through their metadata, merge-on-read log
 appends through rollback blocks, compactions with their plan) -> `<t>.restore` (Avro HoodieRestoreMetadata with
-each rollback's metadata). A restore that dies half-way is finished from its saved plan by the next restore,
-write or table service (`finish_pending_restores`), before anything else touches the table.
+each rollback's metadata). This module plans restores; executing a plan lives beside rollback
+(`storage.write.rollback.finish_pending_restores`), as a restore that dies half-way is finished from its saved
+plan by the next restore, write or table service, before anything else touches the table.
 """
 from __future__ import annotations
 
 import logging
-import time
 
 from storage.avro.container import read_avro_container, write_avro_container
-from storage.avro.models import HOODIE_RESTORE_METADATA, HOODIE_RESTORE_PLAN
+from storage.avro.models import HOODIE_RESTORE_PLAN
 from storage.exception import HoodieRestoreError
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
+from storage.write.rollback import execute_restore, finish_pending_restores  # noqa: F401 - run beside rollback
 from storage.timeline.instant import Action, HoodieInstant
 from storage.timeline.timeline import COMMITS_TIMELINE_ACTIONS
 
@@ -54,7 +55,7 @@ def restore_to_instant(table: HoodieTableMetaClient | str, instant_time: str, sa
     requested = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
                                           write_avro_container(HOODIE_RESTORE_PLAN, plan))
     crash_point("restore.after_plan")
-    return _execute(meta, requested)
+    return execute_restore(meta, requested)
 
 
 def _check_restorable(meta: HoodieTableMetaClient, instant_time: str, savepoint: bool) -> None:
@@ -85,44 +86,6 @@ def _check_nothing_archived_after(meta: HoodieTableMetaClient, instant_time: str
             f"cannot restore {meta.base_path} to {instant_time}: {len(later)} later commits ({later[0]} .. {later[-1]}) "
             "were archived beyond it (hoodie.archive.beyond.savepoint=true) and cannot be rolled back; keep "
             "hoodie.archive.beyond.savepoint=false on tables whose savepoints must stay restorable")
-
-
-def finish_pending_restores(meta: HoodieTableMetaClient) -> list[HoodieInstant]:
-    """Complete every restore that died half-way (its plan says what is left to roll back)."""
-    done = [_execute(meta, i) for i in list(meta.timeline.pending().of_actions([Action.RESTORE]))]
-    return done
-
-
-def _execute(meta: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
-    from storage.write.rollback import rollback, rollback_completed
-
-    timeline = meta.active_timeline
-    started = time.time()
-    plan = read_avro_container(timeline.read_bytes(timeline.requested_of(instant)))
-    inflight = instant if instant.is_inflight else timeline.transition_to_inflight(instant)
-    rolled: dict[str, list] = {}
-    for n, target in enumerate(plan.get("instantsToRollback") or []):
-        current = meta.reload().timeline.find(target["commitTime"])
-        if current is None:
-            continue  # rolled back before a crash
-        done = rollback_completed(meta, current) if current.is_completed else rollback(meta, current)
-        rolled[target["commitTime"]] = [read_avro_container(meta.active_timeline.read_bytes(done))]
-        if n == 0:
-            crash_point("restore.between_rollbacks")
-    record = {
-        "startRestoreTime": instant.timestamp,
-        "timeTakenInMillis": int((time.time() - started) * 1000),
-        "instantsToRollback": [t["commitTime"] for t in plan.get("instantsToRollback") or []],
-        "hoodieRestoreMetadata": rolled,
-        "version": 1,
-        "restoreInstantInfo": list(plan.get("instantsToRollback") or []),
-        "extraMetadata": None,
-    }
-    completed = meta.active_timeline.reload().transition_to_complete(
-        inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
-    meta.reload()
-    log.info("restored %s: rolled back %d instants as %s", meta.base_path, len(rolled), completed)
-    return completed
 
 
 def show_restores(meta: HoodieTableMetaClient) -> list[tuple[HoodieInstant, dict]]:

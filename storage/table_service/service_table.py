@@ -18,7 +18,7 @@ def service_meta_client(table: HoodieTableMetaClient | str, service: str, spark=
         meta = HoodieTableMetaClient.load(table)
     _refuse_other_versions(meta, service)
     if service != "restore" and len(meta.timeline.pending().of_actions(["restore"])):
-        from storage.table_service.restore import finish_pending_restores
+        from storage.write.rollback import finish_pending_restores
 
         finish_pending_restores(meta)  # nothing runs on a table a killed restore left half-way
     return meta

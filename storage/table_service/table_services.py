@@ -1,23 +1,64 @@
-"""The table services that run after a commit (Hudi's autoCleanOnCommit / autoArchiveOnCommit), inline or in a
-background thread (`hoodie.clean.async` / `hoodie.archive.async`), and the check of their options before a
-write starts (so a bad retention fails the write with nothing changed)."""
+"""The table services that run after a commit, in Hudi's postCommit order: inline compaction (merge-on-read, after a
+deltacommit) and clustering (`runTableServicesInline`), then clean and archival (autoCleanOnCommit /
+autoArchiveOnCommit, inline or in a background thread: `hoodie.clean.async` / `hoodie.archive.async`); and the
+check of their options before a write starts (so a bad retention fails the write with nothing changed).
+`InlineTableServices` hands them to the write path (storage.write.commit.TableServices), which does not import
+them."""
 from __future__ import annotations
 
 import logging
-import threading
-from collections.abc import Callable
 
 from pyspark.sql import SparkSession
 
 from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
+from storage.config import CompactionConfigKeys as CCK
 from storage.config import HoodieConfig
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.table_service.async_service import run_in_background, wait_for_background
+from storage.timeline.instant import Action
+from storage.write.commit_callback import CommitEvent
 
 log = logging.getLogger(__name__)
 
-_async_lock = threading.Lock()
-_async_services: dict[tuple[str, str], threading.Thread] = {}  # (kind, table base path) -> its background run
+
+
+class InlineTableServices:
+    """The services a write client runs around each write (storage.write.commit.TableServices)."""
+
+    def check_options(self, config: HoodieConfig) -> None:
+        validate_service_options(config)
+
+    def after_commit(self, spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
+                     event: CommitEvent) -> None:
+        from storage.table_service.clustering import maybe_cluster_after_commit
+
+        if event.action == Action.DELTA_COMMIT:
+            _maybe_compact_inline(spark, meta, config)
+        maybe_cluster_after_commit(spark, meta, config)
+        run_post_commit_services(spark, meta, config)
+
+
+def _maybe_compact_inline(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig) -> None:
+    """Inline compaction: when the trigger fires, `hoodie.compact.inline` schedules and executes a compaction
+    right after the deltacommit; `hoodie.compact.schedule.inline` only schedules it (an async or later
+    `run_compaction` executes it)."""
+    from storage.table_service.compaction import (
+        run_compaction,
+        schedule_compaction,
+        should_schedule_inline,
+    )
+
+    inline = config.get(CCK.INLINE_COMPACT)
+    if not (inline or config.get(CCK.SCHEDULE_INLINE_COMPACT)):
+        return
+    options = dict(config.items())
+    if not should_schedule_inline(meta, options):
+        return
+    instant = schedule_compaction(meta, options)
+    if inline and instant is not None:
+        run_compaction(spark, meta.base_path, instant, options)
+        meta.reload()
 
 
 def validate_service_options(config: HoodieConfig) -> None:
@@ -55,32 +96,6 @@ def _run_services(spark: SparkSession, meta: HoodieTableMetaClient | str, config
 
 def _start_async(spark: SparkSession, base_path: str, config: HoodieConfig, clean: bool, archive: bool) -> None:
     run_in_background("table-services", base_path, lambda: _run_services(spark, base_path, config, clean, archive))
-
-
-def run_in_background(kind: str, base_path: str, work: Callable[[], None]) -> None:
-    """`work` in a daemon thread, one run of each `kind` per table at a time: a commit while one runs waits for
-    it first (as Hudi's async services are joined before the next one starts). A failure is logged, never raised:
-    it must not fail the commit that triggered it."""
-    wait_for_background(kind, base_path)
-
-    def run() -> None:
-        try:
-            work()
-        except Exception:
-            log.exception("async %s failed on %s", kind, base_path)
-
-    thread = threading.Thread(target=run, name=f"hoodie-{kind}-{base_path}", daemon=True)
-    with _async_lock:
-        _async_services[(kind, base_path)] = thread
-    thread.start()
-
-
-def wait_for_background(kind: str, base_path: str | None = None, timeout: float | None = None) -> None:
-    """Join the background runs of `kind` on `base_path` (every table when None)."""
-    with _async_lock:
-        threads = [t for (k, p), t in _async_services.items() if k == kind and (base_path is None or p == base_path)]
-    for thread in threads:
-        thread.join(timeout)
 
 
 def wait_for_async_services(base_path: str | None = None, timeout: float | None = None) -> None:

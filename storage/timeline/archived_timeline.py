@@ -15,16 +15,18 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from storage.config import TableConfigKeys as K
 from storage.file_group.log_block import AvroDataBlock
 from storage.file_group.log_format import HoodieLogFileReader
 from storage.io.storage import FileInfo
-from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.timeline.instant import Action, HoodieInstant, State
 from storage.timeline.timeline import HoodieTimeline
+
+if TYPE_CHECKING:  # the timeline is read through the table's meta client, which itself loads timelines
+    from storage.table.meta_client import HoodieTableMetaClient
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ class ConcurrentOperation:
         if instant.is_completed:
             return cls.of_commit(instant.timestamp, instant.action, meta.active_timeline.commit_metadata(instant))
         if instant.action == Action.COMPACTION:
-            from storage.table_service.compaction import read_plan
+            from storage.table.pending_plans import read_compaction_plan as read_plan
 
             ops = read_plan(meta, instant.timestamp).get("operations") or []
             return cls(instant.timestamp, instant.action, "COMPACT",

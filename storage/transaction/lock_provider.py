@@ -1,8 +1,9 @@
 """Lock providers and their registry, keyed by Hudi's class names (`hoodie.write.lock.provider`).
 
 A provider guards one table: `try_lock(timeout_s)` acquires it within the time or answers False, `unlock`
-releases it. storage/ ships the in-process and file-system providers; other layers register theirs (catalog/
-registers Hudi's HiveMetastoreBasedLockProvider when it is imported), as Hudi loads providers by class name.
+releases it. storage/ ships the in-process and file-system providers (registered by their modules, which
+storage.transaction.transaction_manager imports); other layers register theirs (catalog/ registers Hudi's
+HiveMetastoreBasedLockProvider when it is imported), as Hudi loads providers by class name.
 """
 from __future__ import annotations
 
@@ -66,17 +67,11 @@ def register_lock_provider(class_name: str, factory: LockProviderFactory) -> Non
     _REGISTRY[class_name] = factory
 
 
-def _register_builtin() -> None:
-    from storage.transaction import file_system_lock_provider, in_process_lock_provider  # noqa: F401
-
-
 def registered_lock_providers() -> list[str]:
-    _register_builtin()
     return sorted(_REGISTRY)
 
 
 def create_lock_provider(context: LockContext) -> LockProvider:
-    _register_builtin()
     name = context.config.get(LK.PROVIDER)
     factory = _REGISTRY.get(name) or _by_simple_name(name)
     if factory is None:

@@ -81,7 +81,7 @@ def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, 
         return plan_bucket_layout(profile)
     small: dict[str, list[SmallFile]] = {}
     if not is_mor:
-        from storage.table_service.clustering.plan import pending_clustering_file_groups
+        from storage.table.pending_plans import pending_clustering_file_groups
 
         # MOR inserts go to new file groups: an UPDATE bucket appends to logs, which SIMPLE indexes do not see.
         # File groups a pending clustering rewrites take no inserts (they would be lost or conflict).

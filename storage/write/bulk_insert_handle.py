@@ -22,14 +22,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id, write_partition_metadata
+from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id
+from storage.table.partition_metadata import write_partition_metadata
 from storage.io.base_file_writer import BaseFileWriter
 from storage.io.request_metrics import counted_in_task
 from storage.keygen.arrow_keys import partition_paths, record_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
-from storage.write.handle import incoming_rows, split_deletes, task_ids, written_part
+from storage.write.handle import task_ids
+from storage.write.merge_rows import incoming_rows, split_deletes, written_part
 from storage.write.markers import IOType, create_marker
 from storage.write.task_context import WriteTaskContext
 

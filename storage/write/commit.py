@@ -1,21 +1,20 @@
-"""Phase 4 of a write: what the instant files of a write hold, and what runs once the commit is published.
+"""The commit of a write: what the instant files of a write hold, and what runs once the commit is published.
 
 The requested file of an overwrite holds Hudi's HoodieRequestedReplaceMetadata (Avro); the inflight file the
 workload profile (stats without paths); the completed file the commit metadata: every write stat, the writer
 schema and, for overwrites, the file groups the commit replaces. After publishing, the commit callbacks run and
-inline table services follow (compaction, then clean and archival as `hoodie.clean.automatic` /
-`hoodie.archive.automatic` say); none of them can undo the commit.
+the table services the write client handed in follow (`TableServices`); none of them can undo the commit.
 """
 from __future__ import annotations
 
 import json
 import logging
+from typing import Protocol
 
 import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from storage.avro.schema_converter import arrow_to_avro_schema
-from storage.config import CompactionConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -73,39 +72,24 @@ def _replaced_file_groups(op: WriteOperationType, stats: list[HoodieWriteStat], 
     return replaced
 
 
-def post_commit(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig, event: CommitEvent) -> list:
-    """After a commit is published: its callbacks (failures are returned, never raised), then inline table
-    services. Returns the (callback name, error) pairs of failed callbacks."""
+class TableServices(Protocol):
+    """The table services a write client runs around its writes (Hudi's BaseHoodieWriteClient: the option checks
+    before a write, `runTableServicesInline` / auto clean / auto archive after its commit). They live above the
+    write path (storage.table_service.table_services.InlineTableServices); the client hands them in."""
+
+    def check_options(self, config: HoodieConfig) -> None:
+        """Fail, before anything is written, on service options the services would refuse after the commit."""
+
+    def after_commit(self, spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
+                     event: CommitEvent) -> None:
+        """Run what the options ask for once `event`'s commit is published (it stands whatever they do)."""
+
+
+def post_commit(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig, event: CommitEvent,
+                services: TableServices | None) -> list:
+    """After a commit is published: its callbacks (failures are returned, never raised), then the table services.
+    Returns the (callback name, error) pairs of failed callbacks."""
     failures = fire_commit_callbacks(event)
-    if event.action == Action.DELTA_COMMIT:
-        _maybe_compact_inline(spark, meta, config)
-    from storage.table_service.clustering import maybe_cluster_after_commit
-
-    maybe_cluster_after_commit(spark, meta, config)
-    # Hudi's postCommit order: inline table services, then auto clean, then auto archival
-    from storage.table_service.table_services import run_post_commit_services
-
-    run_post_commit_services(spark, meta, config)
+    if services is not None:
+        services.after_commit(spark, meta, config, event)
     return failures
-
-
-def _maybe_compact_inline(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig) -> None:
-    """Inline compaction: when the trigger fires, `hoodie.compact.inline` schedules and executes a compaction
-    right after the deltacommit; `hoodie.compact.schedule.inline` only schedules it (an async or later
-    `run_compaction` executes it)."""
-    from storage.table_service.compaction import (
-        run_compaction,
-        schedule_compaction,
-        should_schedule_inline,
-    )
-
-    inline = config.get(CK.INLINE_COMPACT)
-    if not (inline or config.get(CK.SCHEDULE_INLINE_COMPACT)):
-        return
-    options = dict(config.items())
-    if not should_schedule_inline(meta, options):
-        return
-    instant = schedule_compaction(meta, options)
-    if inline and instant is not None:
-        run_compaction(spark, meta.base_path, instant, options)
-        meta.reload()

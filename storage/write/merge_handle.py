@@ -24,7 +24,7 @@ from storage.io.base_file_writer import BaseFileWriter
 from storage.io.parquet import iter_row_groups
 from storage.io.storage import HoodieStorage
 from storage.meta_fields import RECORD_KEY
-from storage.write.handle import merge_with_stored, split_deletes, stored_rows, written_part
+from storage.write.merge_rows import merge_with_stored, split_deletes, stored_rows, written_part
 from storage.write.task_context import WriteTaskContext
 
 log = logging.getLogger(__name__)

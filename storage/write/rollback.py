@@ -1,8 +1,10 @@
-"""Rollback of failed writes (seed "upsert flow", start of a write).
+"""Rollback (Hudi's BaseRollbackActionExecutor), run by a writer before it starts and by restores.
 
 A pending commit whose writer is gone is rolled back: a `<t>.rollback.requested` plan (Avro
 HoodieRollbackPlan) lists the files its markers name, they are deleted, `<t>.rollback` (Avro
 HoodieRollbackMetadata) completes the rollback, and the failed instant's files leave the timeline.
+A restore's plan is executed here too (`execute_restore`: a restore is rollbacks in order), so that a writer
+finishes a restore that died half-way without reaching up to the table services that plan restores.
 """
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ import logging
 import time
 from dataclasses import dataclass, field
 
+from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.models import HOODIE_RESTORE_METADATA
 from storage.fs_utils import file_id_of, join_path, parse_log_file_name
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant, State
@@ -34,7 +38,7 @@ def failed_writes(meta_client: HoodieTableMetaClient,
                   heartbeat: HeartbeatSettings | None = None) -> list[HoodieInstant]:
     """Pending commit/deltacommit/replacecommit instants whose writer no longer runs (and that no pending
     rollback already targets: those are resumed instead); pending clusterings are not failed writes."""
-    from storage.table_service.clustering.plan import is_pending_clustering
+    from storage.table.pending_plans import is_pending_clustering
 
     targeted = {target for _, target, _ in pending_rollbacks(meta_client)}
     pending = meta_client.timeline.pending().of_actions(Action.WRITE_ACTIONS)
@@ -238,8 +242,6 @@ def rollback_failed_writes(meta_client: HoodieTableMetaClient,
     gone. Callers with concurrent writers run it under the table lock (storage.transaction)."""
     done = [resume_rollback(meta_client, r, plan) for r, _, plan in pending_rollbacks(meta_client)]
     if meta_client.timeline.pending().of_actions([Action.RESTORE]):
-        from storage.table_service.restore import finish_pending_restores
-
         done += finish_pending_restores(meta_client)  # a restore that died half-way is finished before any write
     if done:
         meta_client.reload()
@@ -312,3 +314,41 @@ def _unpublish(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> Ho
     if reverted is None or reverted.is_completed:
         raise RuntimeError(f"could not unpublish {instant} of {meta_client.base_path}")
     return reverted
+
+
+def finish_pending_restores(meta: HoodieTableMetaClient) -> list[HoodieInstant]:
+    """Complete every restore that died half-way (its plan says what is left to roll back)."""
+    done = [execute_restore(meta, i) for i in list(meta.timeline.pending().of_actions([Action.RESTORE]))]
+    return done
+
+
+def execute_restore(meta: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
+    """Roll back what the restore's plan names, newest first (those rolled back before a crash are skipped), then
+    complete it with each rollback's metadata (Hudi's RestoreActionExecutor)."""
+    timeline = meta.active_timeline
+    started = time.time()
+    plan = read_avro_container(timeline.read_bytes(timeline.requested_of(instant)))
+    inflight = instant if instant.is_inflight else timeline.transition_to_inflight(instant)
+    rolled: dict[str, list] = {}
+    for n, target in enumerate(plan.get("instantsToRollback") or []):
+        current = meta.reload().timeline.find(target["commitTime"])
+        if current is None:
+            continue  # rolled back before a crash
+        done = rollback_completed(meta, current) if current.is_completed else rollback(meta, current)
+        rolled[target["commitTime"]] = [read_avro_container(meta.active_timeline.read_bytes(done))]
+        if n == 0:
+            crash_point("restore.between_rollbacks")
+    record = {
+        "startRestoreTime": instant.timestamp,
+        "timeTakenInMillis": int((time.time() - started) * 1000),
+        "instantsToRollback": [t["commitTime"] for t in plan.get("instantsToRollback") or []],
+        "hoodieRestoreMetadata": rolled,
+        "version": 1,
+        "restoreInstantInfo": list(plan.get("instantsToRollback") or []),
+        "extraMetadata": None,
+    }
+    completed = meta.active_timeline.reload().transition_to_complete(
+        inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
+    meta.reload()
+    log.info("restored %s: rolled back %d instants as %s", meta.base_path, len(rolled), completed)
+    return completed

@@ -8,37 +8,9 @@ from __future__ import annotations
 import pyarrow as pa
 
 from storage.exception import HoodieSchemaCompatibilityError
-from storage.meta_fields import IS_DELETED, META_COLUMNS
+from storage.table.schema_resolver import data_schema
 
 _INT_RANK = {pa.int8(): 0, pa.int16(): 1, pa.int32(): 2, pa.int64(): 3}
-
-
-def data_schema(schema: pa.Schema) -> pa.Schema:
-    """`schema` without Hudi meta columns; byte and short become int as in Hudi's Avro schemas."""
-    fields = []
-    for f in schema:
-        if f.name in META_COLUMNS or f.name in ("_hoodie_operation", IS_DELETED):
-            continue
-        fields.append(f.with_type(_hudi_type(f.type)))
-    return pa.schema(fields)
-
-
-def _hudi_type(t: pa.DataType) -> pa.DataType:
-    if t in (pa.int8(), pa.int16()):
-        return pa.int32()
-    if pa.types.is_timestamp(t):
-        return pa.timestamp("us", tz="UTC")
-    if pa.types.is_large_string(t):
-        return pa.string()
-    if pa.types.is_large_binary(t):
-        return pa.binary()
-    if pa.types.is_struct(t):
-        return pa.struct([f.with_type(_hudi_type(f.type)) for f in t])
-    if pa.types.is_list(t) or pa.types.is_large_list(t):
-        return pa.list_(t.value_field.with_type(_hudi_type(t.value_type)))
-    if pa.types.is_map(t):
-        return pa.map_(_hudi_type(t.key_type), t.item_field.with_type(_hudi_type(t.item_type)))
-    return t
 
 
 def widen(column: str, table_type: pa.DataType, incoming: pa.DataType) -> pa.DataType:

@@ -23,7 +23,7 @@ from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action
 from storage.write.partitioner import BucketPlan, BucketType
-from storage.write.spark_partitioning import pack_tasks, placement_keys_for
+from storage.engine.spark_partitioning import pack_tasks, placement_keys_for
 from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
 from storage.merge.record_merger import RecordMergeMode
 from storage.write.table_settings import TableSettings
@@ -153,7 +153,7 @@ def bucket_costs(plan: BucketPlan, fs_view: FileSystemView, is_mor: bool, avg_re
 
 def _pending_compaction_instants(meta: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
     """(partition, file id) -> instant of the pending compaction whose plan holds the file group."""
-    from storage.table_service.compaction import read_plan
+    from storage.table.pending_plans import read_compaction_plan as read_plan
 
     out = {}
     for inst in meta.timeline.pending().of_actions([Action.COMPACTION]):

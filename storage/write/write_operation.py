@@ -35,8 +35,7 @@ from storage.keygen import KeyGenerator, arrow_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
-from storage.table_service.clustering.update_strategy import check_updates as check_clustering_updates
-from storage.table_service.table_services import validate_service_options
+from storage.write.update_strategy import check_updates as check_clustering_updates
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
 from storage.timeline.instant import Action, HoodieInstant
@@ -45,6 +44,7 @@ from storage.transaction.conflict_resolution import TimelineSnapshot, check_stra
 from storage.transaction.transaction_manager import NEVER, TransactionManager, failed_writes_policy
 from storage.write.bucketing import FileSizing, assign_buckets, file_sizing, plan_write
 from storage.write.commit import (
+    TableServices,
     commit_metadata,
     inflight_content,
     post_commit,
@@ -55,7 +55,7 @@ from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
-from storage.write.spark_partitioning import max_packed_tasks
+from storage.engine.spark_partitioning import max_packed_tasks
 from storage.write.locate import (
     deletes_by_matches,
     is_bucketed,
@@ -155,6 +155,7 @@ class WriteOperation:
     config: HoodieConfig
     operation: WriteOperationType
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
+    services: TableServices | None = None  # what the write client runs around the write (none: the write alone)
 
     def run(self, df: DataFrame) -> WriteResult:
         meta = self._load_table()
@@ -162,7 +163,8 @@ class WriteOperation:
         # (merged into the options by the SQL layer) are not the user's
         validate_options(self.config.props, f"{self.operation.value} to {self.base_path}",
                          meta.table_config.props if meta else None)
-        validate_service_options(self.config)  # a bad retention fails before anything is written
+        if self.services is not None:
+            self.services.check_options(self.config)  # a bad retention fails before anything is written
         tally = RequestTally(self.spark)
         failed_writes_policy(self.config)  # invalid concurrency settings fail before anything runs
         check_strategy(self.config)
@@ -320,7 +322,7 @@ class WriteOperation:
         meta.reload()
         event = CommitEvent(self.base_path, settings.name, instant_time, action, op.metadata_name,
                             dict(self.config.items()), metadata)
-        failures = post_commit(self.spark, meta, self.config, event)
+        failures = post_commit(self.spark, meta, self.config, event, self.services)
         return WriteResult(instant_time, action, metadata, failures)
 
     def _start_commit(self, located: Located, action: str) -> tuple[HoodieInstant, Heartbeat]:

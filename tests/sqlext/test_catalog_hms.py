@@ -351,7 +351,7 @@ def test_killed_metastore_commit_succeeds_sync_reported_and_repaired(spark, hms,
         time.sleep(0.05)
     assert not hms.embedded.status()["running"]
     try:
-        from storage.write.write_client import HoodieWriteClient
+        from storage.client.write_client import HoodieWriteClient
 
         df = spark.createDataFrame([(2, "y", "p2")], "id INT, v STRING, dt STRING")
         writer = HoodieWriteClient(spark, path, {"hoodie.table.name": "k"})

@@ -10,7 +10,7 @@ Python API (`CALL run_clustering` / `CALL show_clustering` map onto it):
 - ``show_clustering(table, limit=None) -> list[dict]``: clustering instants, newest first.
 - ``maybe_cluster_after_commit(spark, meta, config)``: the inline / async triggers after a write's commit.
 
-Writers and a pending clustering (update_strategy.py): `hoodie.clustering.updates.strategy` =
+Writers and a pending clustering (storage.write.update_strategy): `hoodie.clustering.updates.strategy` =
 SparkRejectUpdateStrategy (Hudi's default) fails a write that would update or append to a file group under
 pending clustering, naming the groups and the clustering; SparkAllowUpdateStrategy lets the write win and the
 clustering aborts when it finds the file group changed. Inserts never go to such file groups.
@@ -64,7 +64,7 @@ def show_clustering(table: HoodieTableMetaClient | str, limit: int | None = None
 
 
 def wait_for_async_clustering(base_path: str | None = None, timeout: float | None = None) -> None:
-    from storage.table_service.table_services import wait_for_background
+    from storage.table_service.async_service import wait_for_background
 
     wait_for_background("clustering", base_path, timeout)
 
@@ -98,6 +98,6 @@ def maybe_cluster_after_commit(spark, meta: HoodieTableMetaClient, config: Hoodi
 
 def _start_async(spark, base_path: str, instant: str, options: dict[str, str]) -> None:
     """The plan executes in a background thread of the writer; a failure is logged and a later run retries it."""
-    from storage.table_service.table_services import run_in_background
+    from storage.table_service.async_service import run_in_background
 
     run_in_background("clustering", base_path, lambda: run_clustering(spark, base_path, [instant], options))

@@ -26,7 +26,8 @@ from pyspark.sql import SparkSession
 from storage.arrow_util import constant_array, row_numbers
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
-from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id, write_partition_metadata
+from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id
+from storage.table.partition_metadata import write_partition_metadata
 from storage.io.base_file_writer import bloom_options_of, write_base_file
 from storage.io.request_metrics import counted_in_task
 from storage.layout.space_curve import LayoutOptimizationStrategy, sort_indices
@@ -36,9 +37,10 @@ from storage.read.mor_scan import DESCRIPTOR_SCHEMA, file_slice_of, slice_descri
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
-from storage.write.handle import null_meta_fields, task_ids
+from storage.write.handle import task_ids
+from storage.write.merge_rows import null_meta_fields
 from storage.write.markers import IOType, create_marker
-from storage.write.spark_partitioning import packed_frame
+from storage.engine.spark_partitioning import packed_frame
 
 log = logging.getLogger(__name__)
 

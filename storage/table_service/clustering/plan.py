@@ -22,15 +22,21 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.container import write_avro_container
 from storage.avro.models import HOODIE_REQUESTED_REPLACE_METADATA
 from storage.config import ClusteringConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieClusteringError
 from storage.table.file_slice import FileSlice
-from storage.table.meta_client import HoodieTableMetaClient
-from storage.timeline.instant import Action, HoodieInstant
+from storage.table.pending_plans import (  # noqa: F401 - the plans' readers, named here for the services
+    clustering_plan_of,
+    is_pending_clustering,
+    pending_clustering_file_groups,
+    pending_clustering_plans,
+    plan_file_groups,
+    requested_replace_metadata,
+)
 
 CLUSTER_OPERATION = "CLUSTER"  # WriteOperationType.CLUSTER
 PLAN_VERSION = 1
@@ -187,43 +193,3 @@ def plan_record(groups: list[ClusteringGroup], cfg: ClusteringPlanConfig) -> dic
 
 def encode_plan(record: dict[str, Any]) -> bytes:
     return write_avro_container(HOODIE_REQUESTED_REPLACE_METADATA, record)
-
-
-def requested_replace_metadata(meta: HoodieTableMetaClient, instant: HoodieInstant) -> dict[str, Any]:
-    data = meta.active_timeline.read_bytes(meta.active_timeline.requested_of(instant))
-    return read_avro_container(data) if data else {}
-
-
-def clustering_plan_of(meta: HoodieTableMetaClient, instant: HoodieInstant) -> dict[str, Any] | None:
-    """The clustering plan of a replacecommit / clustering instant; None for other replacecommits (insert
-    overwrite, delete partition), as Hudi's ClusteringUtils.getClusteringPlan."""
-    if instant.action not in (Action.REPLACE_COMMIT, Action.CLUSTERING):
-        return None
-    try:
-        return requested_replace_metadata(meta, instant).get("clusteringPlan")
-    except OSError:  # a completed replacecommit whose requested file was archived or removed
-        return None
-
-
-def pending_clustering_plans(meta: HoodieTableMetaClient) -> dict[str, dict[str, Any]]:
-    """Instant time -> plan of every pending clustering, oldest first."""
-    out = {}
-    for instant in meta.timeline.pending().of_actions([Action.REPLACE_COMMIT, Action.CLUSTERING]):
-        plan = clustering_plan_of(meta, instant)
-        if plan is not None:
-            out[instant.timestamp] = plan
-    return out
-
-
-def plan_file_groups(plan: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(s.get("partitionPath") or "", s.get("fileId") or "")
-            for g in plan.get("inputGroups") or [] for s in g.get("slices") or []]
-
-
-def pending_clustering_file_groups(meta: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> the pending clustering instant that rewrites it."""
-    return {fg: ts for ts, plan in pending_clustering_plans(meta).items() for fg in plan_file_groups(plan)}
-
-
-def is_pending_clustering(meta: HoodieTableMetaClient, instant: HoodieInstant) -> bool:
-    return not instant.is_completed and clustering_plan_of(meta, instant) is not None

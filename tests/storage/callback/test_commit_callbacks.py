@@ -13,7 +13,7 @@ from storage.callback.http_callback import HoodieWriteCommitHttpCallback
 from storage.callback.message import HoodieWriteCommitCallbackMessage
 from storage.config import HoodieConfig
 from storage.exception import HoodieCommitCallbackError
-from storage.write.write_client import HoodieWriteClient
+from storage.client.write_client import HoodieWriteClient
 
 HTTP_CLASS = "org.apache.hudi.callback.impl.HoodieWriteCommitHttpCallback"
 KAFKA_CLASS = "org.apache.hudi.utilities.callback.kafka.HoodieWriteCommitKafkaCallback"

@@ -169,7 +169,7 @@ def test_global_index_moves_record_between_partitions(spark, tmp_path):
 
 def test_require_unique_keys_rejects_before_writing(spark, tmp_path):
     from storage.exception import HoodieDuplicateKeyError
-    from storage.write.write_client import write_dataframe
+    from storage.client.write_client import write_dataframe
 
     path = tmp_path / "t_unique"
     opts = _opts("t_unique")
@@ -195,7 +195,7 @@ def test_require_unique_keys_rejects_before_writing(spark, tmp_path):
 
 
 def test_no_empty_commit_when_disallowed(spark, tmp_path):
-    from storage.write.write_client import write_dataframe
+    from storage.client.write_client import write_dataframe
 
     path = tmp_path / "t_empty"
     opts = _opts("t_empty")
@@ -277,7 +277,7 @@ def test_killed_writer_is_rolled_back_by_next_write(spark, tmp_path):
 def test_spark_places_each_bucket_in_its_own_task(spark):
     from pyspark.sql import functions as F
 
-    from storage.write.spark_partitioning import placement_keys
+    from storage.engine.spark_partitioning import placement_keys
 
     assert spark.sql("SELECT hash(0), hash(1)").collect()[0] == (933211791, -559580957)
     keys = placement_keys(6)

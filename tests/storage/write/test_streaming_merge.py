@@ -23,7 +23,8 @@ from storage.merge.record_merger import RecordMergeMode
 from storage.meta_fields import with_meta_columns
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.write.handle import null_meta_fields, write_bucket
+from storage.write.handle import write_bucket
+from storage.write.merge_rows import null_meta_fields
 from storage.write.partitioner import BucketType
 from storage.write.task_context import (
     BUCKET_COLUMN,

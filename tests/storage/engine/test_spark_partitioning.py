@@ -7,7 +7,7 @@ from storage.write.partitioner import (
     plan_buckets,
     plan_new_file_groups,
 )
-from storage.write.spark_partitioning import murmur3_hash_int, pack_tasks, placement_keys, placement_keys_for
+from storage.engine.spark_partitioning import murmur3_hash_int, pack_tasks, placement_keys, placement_keys_for
 
 SIZING = SizingConfig(small_file_limit=100, max_file_size=120, record_size_estimate=1)
 
@@ -62,7 +62,7 @@ def test_buckets_packed_into_fewer_tasks_keep_distinct_keys_in_their_task():
 
 
 def test_many_jobs_pack_into_one_task_a_core():
-    from storage.write.spark_partitioning import packed_task_limit
+    from storage.engine.spark_partitioning import packed_task_limit
 
     assert packed_task_limit(5, 2) == 4  # a few jobs a task: a second task a core absorbs a misestimate
     assert packed_task_limit(8, 2) == 2 and packed_task_limit(20, 2) == 2  # several a task: one task a core

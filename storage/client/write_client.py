@@ -1,6 +1,8 @@
 """HoodieWriteClient: the entry point for writes to one table. It holds only what every write to the table
 shares (the Spark session, the base path and the write options); each call runs a new `WriteOperation`, so
-one client can run any number of writes, one after another or from several threads.
+one client can run any number of writes, one after another or from several threads. It hands each write the
+table services to run around it (their option checks before, inline compaction, clustering, clean and
+archival after the commit): the write path itself does not know them.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
 from storage.io.storage_options import session_storage_options
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.table_service.table_services import InlineTableServices
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.write.operation import WriteOperationType
 from storage.write.write_operation import WriteOperation, WriteResult
@@ -31,7 +34,8 @@ class HoodieWriteClient:
         anything is written); an upsert through a global index also rejects a key stored in more than one
         partition. SQL MERGE relies on it to run as a plain upsert."""
         op = WriteOperationType.parse(operation or self.config.get(WK.OPERATION))
-        return WriteOperation(self.spark, self.storage, self.base_path, self.config, op, require_unique_keys).run(df)
+        return WriteOperation(self.spark, self.storage, self.base_path, self.config, op, require_unique_keys,
+                              InlineTableServices()).run(df)
 
 
 def write_dataframe(spark: SparkSession, df: DataFrame, base_path: str, options: dict[str, str],

@@ -4,7 +4,7 @@ SparkRejectUpdateStrategy (default, as Hudi): a write that would update (copy-on
 a file group a pending clustering rewrites fails before anything is written, naming the file groups and the
 clustering; the user finishes the clustering (`CALL run_clustering(op => 'execute')`) or retries later.
 SparkAllowUpdateStrategy: the write goes ahead and wins; the clustering then finds the file group changed and
-aborts (storage.table_service.clustering.execute). Inserts are never routed to such file groups (small-file
+aborts (storage.table_service.clustering.execute). A write's check, so it lives with the write path. Inserts are never routed to such file groups (small-file
 bucketing skips them), so insert-only writes never conflict."""
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from storage.config import ClusteringConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.exception import HoodieClusteringUpdateError, HoodieConfigError
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.pending_plans import pending_clustering_file_groups
 
 REJECT = "SparkRejectUpdateStrategy"
 ALLOW = "SparkAllowUpdateStrategy"
@@ -31,8 +32,6 @@ def check_updates(meta: HoodieTableMetaClient, config: HoodieConfig, updated: It
     """Raise when `updated` file groups are under pending clustering and the strategy rejects updates."""
     if update_strategy(config) == ALLOW:
         return
-    from storage.table_service.clustering.plan import pending_clustering_file_groups
-
     pending = pending_clustering_file_groups(meta)
     hit = sorted(fg for fg in set(updated) if fg in pending)
     if not hit:
