@@ -45,5 +45,16 @@ def parquet_to_bytes(table: pa.Table, compression: str) -> bytes:
     return out.getvalue().to_pybytes()
 
 
+def replace_parquet(storage: HoodieStorage, path: str, table: pa.Table, key_value_metadata: dict[bytes, bytes],
+                    compression: str, row_group_size: int) -> None:
+    """Replace the file at `path` with `table` and these footer entries, in one step (a local rename, one
+    object-store PUT): a reader sees the old file or the new one."""
+    out = pa.BufferOutputStream()
+    with pq.ParquetWriter(out, table.schema, compression=compression, write_statistics=True) as writer:
+        writer.write_table(table, row_group_size=row_group_size)
+        writer.add_key_value_metadata(key_value_metadata)
+    storage.write_atomic(path, out.getvalue().to_pybytes())
+
+
 def parquet_from_bytes(data: bytes) -> pq.ParquetFile:
     return pq.ParquetFile(pa.BufferReader(data))

@@ -12,14 +12,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 
 from storage.bloom import BLOOM_FILTER_FOOTER_KEY, TailOrder
 from storage.bloom.bloom_filter import empty_like
 from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY, footer_bloom_filter, is_legacy_footer
 from storage.config import HoodieConfig
-from storage.io.parquet import parquet_file
+from storage.io.parquet import parquet_file, replace_parquet
 from storage.io.storage import HoodieStorage
 from storage.meta_fields import RECORD_KEY
 from storage.table.fs_view import FileSystemView
@@ -58,11 +56,7 @@ def rewrite_footer_filter(storage: HoodieStorage, path: str, tail: TailOrder, ma
     else:
         meta.pop(BLOOM_FILTER_TAIL_ORDER_KEY.encode(), None)
     group_rows = [source.metadata.row_group(i).num_rows for i in range(source.metadata.num_row_groups)]
-    out = pa.BufferOutputStream()
-    with pq.ParquetWriter(out, table.schema, compression=compression.lower(), write_statistics=True) as writer:
-        writer.write_table(table, row_group_size=max(group_rows + [1]))  # the source's row groups
-        writer.add_key_value_metadata(meta)
-    storage.write_atomic(path, out.getvalue().to_pybytes())
+    replace_parquet(storage, path, table, meta, compression.lower(), max(group_rows + [1]))  # the source's groups
     return len(keys)
 
 
