@@ -35,6 +35,9 @@ Hive sync (catalog.hive_sync), as Apache Hudi's HiveSyncTool:
     sync_table(base_path, uri, options, database=, table=, full=False) -> SyncReport   (CALL hive_sync)
     use_metastore(uri)        post-commit sync on by default (hoodie.datasource.hive_sync.enable)
     last_sync_report(base_path), sync_failures()   what the last sync of a table did / which failed
+    check_write_target(spark, base_path, options)  before a DataFrame write: CatalogTableConflictError when its
+                              sync would re-point a table registered elsewhere or replace a non-Hudi table
+                              (sqlext.catalog.relocate.table=true re-registers)
 """
 from pathlib import Path
 from hmsclient.genthrift.hive_metastore import ttypes

@@ -18,6 +18,11 @@ Post-commit: `install_commit_hook()` registers `hive_sync_on_commit` with storag
 when `hoodie.datasource.hive_sync.enable` says so, defaulting to on once a metastore is in use in this process
 (`use_metastore(uri)`, called by `sqlext.session()`). A failed sync is logged, recorded (`sync_failures()`,
 `last_sync_report()`) and re-raised into the write client's `callback_failures`; the commit stays.
+
+A sync never changes what a catalog name means silently: an entry of the name that is not a Hudi table, or a
+Hudi table registered at another location, is left as it is (`catalog_conflict`; `CatalogTableConflictError`),
+unless `sqlext.catalog.relocate.table=true` asks to re-register it at the synced table's location.
+`check_write_target` refuses such a DataFrame write before it writes anything (sqlext.datasource.routing).
 """
 from __future__ import annotations
 
@@ -43,17 +48,21 @@ from catalog.hms_ddl import (
     HOODIE_REALTIME_INPUT_FORMAT,
     LAST_COMMIT_TIME_SYNC,
     field_schemas,
+    is_hudi_table as is_hudi_entry,
     local_path,
     location_uri,
     new_partition,
     new_table,
     partition_location,
 )
-from catalog.hive_sync_config import HiveSyncConfig, HiveSyncError
-from catalog.metastore_client import MetastoreClient
+from catalog.hive_sync_config import CatalogTableConflictError, HiveSyncConfig, HiveSyncError, sync_target
+from catalog.metastore_client import MetastoreClient, MetastoreUnavailableError
 from catalog.metastore_resolution import configured_metastore_uri
 from catalog.partition_value_extractor import extractor_for
-from storage.config import HiveSyncConfigKeys as HK, HoodieConfig
+from storage.config import HiveSyncConfigKeys as HK, HoodieConfig, WriteConfigKeys as WK
+from storage.io.storage import HoodieStorage
+from storage.io.storage_location import normalize_base_path
+from storage.io.storage_options import session_storage_options
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 
@@ -184,6 +193,12 @@ class HiveSyncTool:
             result.created = result.schema_changed = True
             log.info("hive sync: created %s.%s for %s", db, name, self.meta.base_path)
         else:
+            problem = catalog_conflict(table, self.meta.base_path, self.config.relocate_table)
+            if problem:
+                # the write's pre-check (check_write_target) refuses this before writing; a write that did not
+                # run it (the storage API) still never re-points or replaces a catalog name silently
+                raise CatalogTableConflictError(f"hive sync of {self.meta.base_path} to {self.client.uri} left "
+                                                f"{db}.{name} as it was: {problem}")
             table = self._sync_schema(table, columns, table_props, serde_props, result)
         last_synced = None if result.created else (table.parameters or {}).get(LAST_COMMIT_TIME_SYNC)
         partitions_changed = self._sync_partitions(table, last_synced, full, result)
@@ -301,6 +316,86 @@ class HiveSyncTool:
 
 
 # ----------------------------------------------------------------------------------------------
+# What a sync may do to a catalog name
+# ----------------------------------------------------------------------------------------------
+def catalog_conflict(entry: Table | None, base_path: str, relocate: bool) -> str | None:
+    """Why syncing the Hudi table at `base_path` into the metastore entry `entry` would change what the entry's
+    name means, and the ways out (None when it would not): the entry is not a Hudi table (the sync would replace
+    it), or, unless `relocate` (sqlext.catalog.relocate.table), it is a Hudi table registered at another location
+    (the sync would re-point the name: every query of it would read another table)."""
+    if entry is None:
+        return None
+    name = f"{entry.dbName}.{entry.tableName}"
+    other_name = (f"name this table otherwise ({WK.TABLE_NAME.key} or {HK.TABLE.key}) or do not sync it "
+                  f"({HK.ENABLE.key}=false)")
+    if not is_hudi_entry(entry):
+        provider = (entry.parameters or {}).get("spark.sql.sources.provider") or entry.tableType
+        return f"table {name} is a {provider} table, not a Hudi table, and the Hive sync would replace it: {other_name}"
+    registered, location = local_path(entry.sd.location), local_path(location_uri(base_path))
+    if relocate or registered == location:
+        return None
+    return (f"table {name} is registered at {registered} and the Hive sync would re-point it to {location}, so "
+            f"every query of {name} would read another table: write to {registered}, {other_name}, or set "
+            f"{HK.RELOCATE_TABLE.key}=true to re-register {name} at {location}")
+
+
+def check_write_target(spark, base_path: str, options: Mapping[str, str]) -> None:
+    """Before a write to `base_path` (a DataFrame write): refuse it, before anything is written, when the Hive
+    sync after its commit would re-point or replace a catalog table (`catalog_conflict`). Nothing is checked when
+    the write does not sync or names no table; a metastore that cannot be reached only warns (the sync after the
+    commit refuses the same conflicts, and reports the metastore)."""
+    location = normalize_base_path(base_path)
+    options = {**_session_sync_options(), **(options or {})}
+    target = _write_sync_target(spark, location, options)
+    if target is None:
+        return
+    uri, db, names = target
+    relocate = bool(HoodieConfig.of(options).get(HK.RELOCATE_TABLE))
+    try:
+        client = _HOOK.client(uri)
+        entries = [client.get_table(db, name) for name in names]
+    except MetastoreUnavailableError as exc:
+        log.warning("the catalog names of %s were not checked before writing: %s", location, exc)
+        return
+    for entry in entries:
+        problem = catalog_conflict(entry, location, relocate)
+        if problem:
+            raise CatalogTableConflictError(f"cannot write to {location} (nothing was written; metastore {uri}): "
+                                            f"{problem}")
+
+
+def _write_sync_target(spark, location: str, options: Mapping[str, str]) -> tuple[str, str, list[str]] | None:
+    """(metastore URI, database, metastore table names) the sync after a write to `location` would write to, as
+    `hive_sync_on_commit` and `HiveSyncConfig.of` will name them; None when that write would not sync."""
+    if not sync_enabled(options):
+        return None
+    uri = _sync_uri(options)
+    table = _written_table(spark, location, options)
+    if not uri or table is None:
+        return None
+    name, database, is_mor = table
+    cfg = HoodieConfig.of(options)
+    named_db, named_table = _sync_names(location, cfg)
+    db, name = sync_target(cfg, name, database, database=named_db, table=named_table)
+    names = [n for n, _, _ in synced_table_names(name, is_mor, bool(cfg.get(HK.SKIP_RO_SUFFIX)))]
+    return uri, db, names
+
+
+def _written_table(spark, location: str, options: Mapping[str, str]) -> tuple[str, str | None, bool] | None:
+    """(name, database, merge-on-read) of the table a write to `location` goes to: its hoodie.properties when it
+    exists, the write options for the table the write creates (None without a name: the write refuses that)."""
+    from storage.write.table_settings import MERGE_ON_READ, parse_table_type
+
+    storage = HoodieStorage.for_path(location, session_storage_options(spark, options))
+    if HoodieTableMetaClient.exists(location, storage):
+        tc = HoodieTableMetaClient.load(location, storage).table_config
+        return tc.name, tc.database_name, tc.is_mor
+    cfg = HoodieConfig.of(options)
+    name = cfg.get(WK.TABLE_NAME)
+    return (name, None, parse_table_type(cfg.get(WK.TABLE_TYPE)) == MERGE_ON_READ) if name else None
+
+
+# ----------------------------------------------------------------------------------------------
 # Entry points
 # ----------------------------------------------------------------------------------------------
 def sync_table(base_path: str, metastore_uri: str | None = None, options: Mapping[str, str] | None = None, *,
@@ -408,16 +503,24 @@ def _session_sync_options() -> dict[str, str]:
         return {}
 
 
+def _sync_uri(options: Mapping[str, str]) -> str | None:
+    return HoodieConfig.of(options).get(HK.METASTORE_URIS) or configured_metastore_uri(options) or _HOOK.default_uri
+
+
+def _sync_names(base_path: str, cfg: HoodieConfig) -> tuple[str | None, str | None]:
+    """(database, table) the sync of `base_path` is told: the hive_sync options, else the catalog name the table
+    is known by in this process (None: the table's own, see `sync_target`)."""
+    named = _HOOK.catalog_name(base_path) or (None, None)
+    return cfg.get(HK.DATABASE) or named[0], cfg.get(HK.TABLE) or named[1]
+
+
 def hive_sync_on_commit(event) -> None:
     """Commit callback (storage.write.commit_callback.CommitEvent)."""
     options = {**_session_sync_options(), **(event.options or {})}
     if not sync_enabled(options):
         return
-    uri = HoodieConfig.of(options).get(HK.METASTORE_URIS) or configured_metastore_uri(options) or _HOOK.default_uri
-    named = _HOOK.catalog_name(event.base_path)
-    cfg = HoodieConfig.of(options)
-    db = cfg.get(HK.DATABASE) or (named[0] if named else None)
-    table = cfg.get(HK.TABLE) or (named[1] if named else None)
+    uri = _sync_uri(options)
+    db, table = _sync_names(event.base_path, HoodieConfig.of(options))
     if not uri:
         report = SyncReport(event.base_path, "", event.instant_time, ok=False,
                             error="hoodie.datasource.hive_sync.enable=true but no metastore URI is set")

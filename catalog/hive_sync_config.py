@@ -15,6 +15,12 @@ class HiveSyncError(MetastoreError):
     """A sync that did not complete; the message names the table and the metastore."""
 
 
+class CatalogTableConflictError(HiveSyncError):
+    """A sync (or the write it would follow) refused because it would change what a catalog name means: re-point
+    a table registered at another location, or replace a table that is not a Hudi table. The message names the
+    table and both locations."""
+
+
 @dataclass(frozen=True)
 class HiveSyncConfig:
     base_path: str
@@ -34,6 +40,7 @@ class HiveSyncConfig:
     omit_metadata_fields: bool = False
     conditional_sync: bool = False
     spark_version: str | None = None
+    relocate_table: bool = False  # sqlext.catalog.relocate.table: an entry at another location may be re-pointed
 
     @classmethod
     def of(cls, base_path: str, metastore_uri: str, meta: HoodieTableMetaClient,
@@ -47,12 +54,12 @@ class HiveSyncConfig:
                                 "(talk to the metastore's Thrift API)")
         tc = meta.table_config
         fields = cfg.get(HK.PARTITION_FIELDS) or [p.partition(":")[0] for p in tc.partition_fields]
+        database, table = sync_target(cfg, tc.name, tc.database_name, database=database, table=table)
         return cls(
             base_path=meta.base_path,
             metastore_uri=metastore_uri,
-            database=(database or cfg.get(HK.DATABASE) or cfg.props.get("hoodie.database.name")
-                      or tc.database_name or "default").lower(),
-            table=(table or cfg.get(HK.TABLE) or tc.name).lower(),
+            database=database,
+            table=table,
             partition_fields=list(fields),
             partition_extractor_class=cfg.get(HK.PARTITION_EXTRACTOR_CLASS),
             skip_ro_suffix=bool(cfg.get(HK.SKIP_RO_SUFFIX)),
@@ -66,7 +73,17 @@ class HiveSyncConfig:
             omit_metadata_fields=bool(cfg.get(HK.OMIT_METADATA_FIELDS)),
             conditional_sync=bool(cfg.get(HK.CONDITIONAL_SYNC)),
             spark_version=cfg.get(HK.SPARK_VERSION) or spark_version(),
+            relocate_table=bool(cfg.get(HK.RELOCATE_TABLE)),
         )
+
+
+def sync_target(cfg: HoodieConfig, table_name: str, table_database: str | None, *, database: str | None = None,
+                table: str | None = None) -> tuple[str, str]:
+    """(database, table) a sync of the table named `table_name` (in `table_database`) writes to: the arguments,
+    then the hive_sync options, then the table's own name and database (Hudi's defaults), lower-cased as the
+    metastore keeps them."""
+    db = database or cfg.get(HK.DATABASE) or cfg.props.get("hoodie.database.name") or table_database or "default"
+    return db.lower(), (table or cfg.get(HK.TABLE) or table_name).lower()
 
 
 def spark_version() -> str | None:

@@ -78,21 +78,22 @@ def register_table(client: MetastoreClient, db: str, name: str, base_path: str, 
         if local_path(existing.sd.location) != meta.base_path:
             raise TableRegistrationError(f"table {db}.{name} already exists in the metastore at "
                                          f"{existing.sd.location}, not at {meta.base_path}")
-        return refresh_table(client, db, name, base_path)
+        # e.g. the entry the Hive sync of the table's first commit made: brought in line, and marked managed
+        return refresh_table(client, db, name, base_path, managed=managed)
     client.create_table(table)
     log.info("registered %s.%s (%s) in %s", db, name, base_path, client.uri)
     return table
 
 
-def refresh_table(client: MetastoreClient, db: str, name: str, base_path: str) -> Table:
+def refresh_table(client: MetastoreClient, db: str, name: str, base_path: str, *, managed: bool = False) -> Table:
     """Rebuild the entry from storage, keeping what only the metastore knows (partitions, last sync, extra
-    properties, creation time)."""
+    properties, creation time, the managed marker; `managed` sets that marker)."""
     meta = HoodieTableMetaClient.load(base_path)
     existing = client.get_table(db, name)
     if existing is None:
-        return register_table(client, db, name, base_path)
+        return register_table(client, db, name, base_path, managed=managed)
     params = existing.parameters or {}
-    fresh = catalog_table(db, name, meta, managed=params.get(SQL_MANAGED) == "true")
+    fresh = catalog_table(db, name, meta, managed=managed or params.get(SQL_MANAGED) == "true")
     old_cols = [(c.name, c.type) for c in existing.sd.cols or []]
     new_cols = [(c.name, c.type) for c in fresh.sd.cols]
     existing.sd.cols = fresh.sd.cols

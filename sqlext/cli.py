@@ -231,6 +231,14 @@ def _complete(buffer: str) -> bool:
     return True
 
 
+SHELL_HELP = """Statements end with ';' and may span lines; results print as the --output format says.
+  help              this text
+  exit, quit        leave the shell (end of input too)
+  CALL help();      the CALL procedures; CALL help(cmd => 'run_clean') one of them, or a hoodie.* key
+  SHOW TABLES;      Hudi tables (with the _ro / _rt views of merge-on-read ones) and Spark's
+"""
+
+
 def shell(spark, fmt: str, stdin: TextIO, out: TextIO, max_rows: int) -> int:
     """Read statements ending in `;` (over several lines) and run them; errors are reported and the prompt
     goes on. Exit code 1 when any statement failed (useful when stdin is a file or a pipe)."""
@@ -252,8 +260,12 @@ def shell(spark, fmt: str, stdin: TextIO, out: TextIO, max_rows: int) -> int:
             break
         if interactive and line == "" and not buffer:
             continue
-        if not buffer and line.strip().rstrip(";").lower() in ("exit", "quit"):
+        command = line.strip().rstrip(";").lower() if not buffer else ""
+        if command in ("exit", "quit"):
             break
+        if command in ("help", "?", "\\h"):  # the shell's own words, not SQL for Spark
+            out.write(SHELL_HELP)
+            continue
         buffer += line if line.endswith("\n") else line + "\n"
         if _complete(buffer):
             failed = run_script(spark, buffer, fmt, out, max_rows) != 0 or failed

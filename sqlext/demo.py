@@ -1,7 +1,9 @@
-"""The main job: a short demo on embedded defaults — create a Hudi table, write, upsert, delete, query.
+"""The main job: a short demo on embedded defaults — create a Hudi table, write, upsert, delete, query and travel
+back in time with the DataFrame API; then, in SQL, a merge-on-read table: INSERT, MERGE INTO, its read-optimized
+(`_ro`) and real-time (`_rt`) tables in the metastore, and a compaction.
 
-Run with `python -m sqlext.demo [--path DIR]`. Everything runs locally: Spark in-process, files under
-./spark-warehouse unless a path is given.
+Run with `python -m sqlext.demo [--path DIR]`. Everything runs locally: Spark in-process, an embedded Hive
+Metastore, files under ./spark-warehouse unless a path is given.
 """
 from __future__ import annotations
 
@@ -60,8 +62,34 @@ def main(argv: list[str] | None = None) -> int:
     _show(f"time travel: as of the first commit {first}",
           spark.read.format("hudi").option("as.of.instant", first).load(args.path).select("id", "rider", "fare", "city"))
     print("\ntimeline:", ", ".join(f"{i.timestamp}.{i.action}" for i in meta.timeline.completed()))
+    _merge_on_read_in_sql(spark)
     spark.stop()
     return 0
+
+
+def _merge_on_read_in_sql(spark) -> None:
+    rides = "id, rider, fare, city"
+    spark.sql("DROP TABLE IF EXISTS demo_rides")
+    spark.sql("""CREATE TABLE demo_rides (id INT, rider STRING, fare DOUBLE, ts BIGINT, city STRING) USING hudi
+                 PARTITIONED BY (city) TBLPROPERTIES (type = 'mor', primaryKey = 'id', preCombineField = 'ts')""")
+    spark.sql("INSERT INTO demo_rides VALUES (1, 'alice', 12.5, 1, 'paris'), (2, 'bob', 7.0, 1, 'paris'), "
+              "(3, 'carol', 30.0, 1, 'tokyo')")
+    print("\n== SQL, merge-on-read: MERGE INTO demo_rides (bob's fare changed, dave added)")
+    spark.sql("""MERGE INTO demo_rides t
+                 USING (SELECT * FROM VALUES (2, 'bob', 9.5D, 2L, 'paris'), (4, 'dave', 15.0D, 2L, 'tokyo')
+                        AS v(id, rider, fare, ts, city)) s
+                 ON t.id = s.id
+                 WHEN MATCHED THEN UPDATE SET *
+                 WHEN NOT MATCHED THEN INSERT *""").show()
+    print("== SHOW TABLES: the table and its read-optimized / real-time tables in the metastore")
+    spark.sql("SHOW TABLES").where("tableName LIKE 'demo_rides%'").show()
+    _show("SELECT FROM demo_rides_rt (real-time: base files merged with the logs)",
+          spark.sql(f"SELECT {rides} FROM demo_rides_rt"))
+    _show("SELECT FROM demo_rides_ro (read-optimized: base files only, bob's update is still in a log)",
+          spark.sql(f"SELECT {rides} FROM demo_rides_ro"))
+    print("== CALL run_compaction(op => 'scheduleAndExecute', table => 'demo_rides')")
+    spark.sql("CALL run_compaction(op => 'scheduleAndExecute', table => 'demo_rides')").show(truncate=False)
+    _show("SELECT FROM demo_rides_ro after the compaction", spark.sql(f"SELECT {rides} FROM demo_rides_ro"))
 
 
 if __name__ == "__main__":

@@ -10,7 +10,9 @@ Which metastore (first match):
 
 With a metastore, Spark runs with Hive support on the same metastore (so plain Spark SQL sees every table the
 SQL front end registers), the SQL front end is installed with a `MetastoreResolver`, and Hive sync runs after
-each commit unless ``hoodie.datasource.hive_sync.enable=false``. An unreachable metastore fails here with an
+each commit unless ``hoodie.datasource.hive_sync.enable=false``. A sync never re-points a catalog table registered
+at another location: such a DataFrame write fails before writing (``sqlext.catalog.relocate.table=true``, a write
+option, re-registers the table at the written path). An unreachable metastore fails here with an
 error naming its URI; a metastore that dies later is reconnected to (the embedded one restarted) on the
 next catalog call.
 """

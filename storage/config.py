@@ -3,9 +3,11 @@
 One place for keys and defaults, as hudi-rs does with its config enums, so option handling is never
 re-implemented ad hoc. `HoodieConfig` wraps user options (strings, as Spark passes them) and answers
 typed values. `REGISTRY` collects every key class; `validate_options` checks the `hoodie.*` options a write or
-read is given against it: an unknown key (a typo: the closest known key is named) or a key this engine knows but
-does not honour warns once per key and call, `hoodie.strict.config=true` makes those errors, and a value its
-parser rejects is an error naming the key.
+read is given (and the TBLPROPERTIES of SQL) against it: a near miss of a key option (`KEY_OPTIONS`: record key,
+ordering field, partition path, key generator, table type, and their SQL names) is an error naming the key meant;
+an unknown key (the closest known key is named) or a key this engine knows but does not honour warns every time
+it is given, `hoodie.strict.config=true` makes those errors, and a value its parser rejects is an error naming
+the key.
 """
 from __future__ import annotations
 
@@ -353,6 +355,12 @@ class HiveSyncConfigKeys:
     OMIT_METADATA_FIELDS = _prop("hoodie.datasource.hive_sync.omit_metadata_fields", False, parse_bool)
     CONDITIONAL_SYNC = _prop("hoodie.datasource.meta_sync.condition.sync", False, parse_bool)
     SPARK_VERSION = _prop("hoodie.meta_sync.spark.version", None, str)
+    RELOCATE_TABLE = _prop(
+        "sqlext.catalog.relocate.table", False, parse_bool,
+        doc="this engine's (not Hudi's), a write option: true lets this write's Hive sync re-register a catalog "
+            "table registered at another location at the written path. Without it such a write fails before "
+            "writing anything, naming the table and both locations: a sync would silently re-point every query "
+            "of that name to another table")
 
 
 class CompactionConfigKeys:
@@ -567,42 +575,129 @@ class ConfigRegistry:
 
     def suggest(self, key: str) -> str | None:
         """The known key closest to `key` (a typo's intended key), if any is close."""
-        lowered = {k.lower(): k for k in self._by_key}
-        match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=0.8)
-        return lowered[match[0]] if match else None
+        return closest(key, self._by_key, cutoff=0.8)
 
 
 REGISTRY = ConfigRegistry(KEY_CLASSES)
 
+# The options that fix how a table is keyed and laid out when its first write creates it. A misspelt one is not
+# an option without effect but a table without it for good (unpartitioned, no ordering field, another key
+# generator or table type), so a near miss of one of these is an error, never only a warning.
+KEY_OPTIONS: tuple[ConfigProperty, ...] = (
+    WriteConfigKeys.RECORDKEY_FIELD, WriteConfigKeys.PRECOMBINE_FIELD, WriteConfigKeys.PARTITIONPATH_FIELD,
+    WriteConfigKeys.KEYGENERATOR_CLASS, WriteConfigKeys.KEYGENERATOR_TYPE, WriteConfigKeys.TABLE_TYPE,
+    TableConfigKeys.TYPE, TableConfigKeys.RECORDKEY_FIELDS, TableConfigKeys.PRECOMBINE_FIELD,
+    TableConfigKeys.PARTITION_FIELDS, TableConfigKeys.KEYGEN_CLASS, TableConfigKeys.KEYGEN_TYPE)
+
+# Hudi's Spark SQL names of table properties (HoodieOptionConfig's sqlKeyName; any case in TBLPROPERTIES /
+# OPTIONS) and the option each stands for (`type` takes cow / mor)
+SQL_OPTION_NAMES: dict[str, ConfigProperty] = {
+    "primaryKey": WriteConfigKeys.RECORDKEY_FIELD,
+    "recordKey": WriteConfigKeys.RECORDKEY_FIELD,
+    "preCombineField": WriteConfigKeys.PRECOMBINE_FIELD,
+    "orderingFields": WriteConfigKeys.PRECOMBINE_FIELD,
+    "type": WriteConfigKeys.TABLE_TYPE,
+    "payloadClass": WriteConfigKeys.PAYLOAD_CLASS,
+}
+_SQL_NAMES = {name.lower() for name in SQL_OPTION_NAMES}
+
+# difflib ratio of a near miss: a letter or two off in a dotted key scores 0.97+, a dropped `.field` 0.92; real
+# Hudi keys this engine does not know stay below it (hoodie.datasource.write.partitions.to.delete: 0.83 from
+# hoodie.datasource.write.partitionpath.field, hoodie.datasource.write.payload.type: 0.89 from ...table.type)
+NEAR_MISS_RATIO = 0.9
+
 _CHECKED_PREFIX = "hoodie."
 
 
+def closest(key: str, names: Iterable[str], cutoff: float) -> str | None:
+    """The name of `names` closest to `key` in any case, when its difflib ratio is at least `cutoff`."""
+    lowered = {n.lower(): n for n in names}
+    match = difflib.get_close_matches(key.lower(), list(lowered), n=1, cutoff=cutoff)
+    return lowered[match[0]] if match else None
+
+
+def _one_edit_apart(a: str, b: str) -> bool:
+    """`a` is `b` with one letter added, dropped or changed, or two neighbours swapped: the typos of a short name,
+    which difflib's ratio undervalues (`tpye` is 0.75 from `type`)."""
+    if len(a) == len(b):
+        diff = [i for i in range(len(a)) if a[i] != b[i]]
+        swapped = len(diff) == 2 and diff[1] == diff[0] + 1 and (a[diff[0]], a[diff[1]]) == (b[diff[1]], b[diff[0]])
+        return len(diff) == 1 or swapped
+    shorter, longer = sorted((a, b), key=len)
+    return len(longer) - len(shorter) == 1 and any(longer[:i] + longer[i + 1:] == shorter for i in range(len(longer)))
+
+
+def is_known_key(key: str, table_properties: bool = False) -> bool:
+    """A key of the registry, or (in TBLPROPERTIES, `table_properties`) one of Hudi's SQL names in any case."""
+    return REGISTRY.lookup(key) is not None or (table_properties and key.lower() in _SQL_NAMES)
+
+
+def misspelt_key_option(key: str, table_properties: bool = False) -> str | None:
+    """The key option (`KEY_OPTIONS`) that `key`, no known key itself, misspells: the same key in another case,
+    one edit away from it, or a close difflib match (`NEAR_MISS_RATIO`). In TBLPROPERTIES (`table_properties`)
+    Hudi's SQL names of key options (primaryKey, preCombineField, orderingFields, type) count too."""
+    if is_known_key(key, table_properties):
+        return None
+    names = [k for p in KEY_OPTIONS for k in p.keys()]
+    if table_properties:
+        names += [name for name, prop in SQL_OPTION_NAMES.items() if prop in KEY_OPTIONS]
+    lowered = key.lower()
+    one_edit = next((n for n in names if lowered == n.lower() or _one_edit_apart(lowered, n.lower())), None)
+    return one_edit or closest(key, names, NEAR_MISS_RATIO)
+
+
 def validate_options(options: Mapping[str, Any] | None, context: str,
-                     stored: Mapping[str, Any] | None = None, strict: bool | None = None) -> list[str]:
-    """Check the `hoodie.*` keys of `options` against the registry before `context` (e.g. "write to /t") does
-    anything: every known key's value is parsed (an error naming the key), an unknown or not honoured key warns
-    once (logger `storage.config`), or with `hoodie.strict.config=true` fails. Keys whose value equals the
-    table's own property (`stored`: hoodie.properties merged into the options by the caller) are the table's,
-    not the user's, and are not checked. `strict` overrides the options' own hoodie.strict.config. Returns the
-    problems found."""
+                     stored: Mapping[str, Any] | None = None, strict: bool | None = None, *,
+                     table_properties: bool = False) -> list[str]:
+    """Check the options a write or read (`context`, e.g. "write to /t") is given before it does anything:
+
+    - a near miss of a key option (`misspelt_key_option`) is an error naming the key meant, always: the table
+      would be created without the option, which no later write can repair;
+    - every known key's value is parsed (an error naming the key);
+    - an unknown key (naming the closest known key, if any is close) or a key known but not honoured warns
+      (logger `storage.config`) every time it is given, or with `hoodie.strict.config=true` fails.
+
+    Checked are the `hoodie.*` keys, or with `table_properties` (SQL TBLPROPERTIES / OPTIONS) every key, Hudi's
+    SQL names (primaryKey, ...) being known ones. Keys whose value equals the table's own property (`stored`:
+    hoodie.properties merged into the options by the caller) are the table's, not the user's, and are not
+    checked. `strict` overrides the options' own hoodie.strict.config. Returns the problems warned about."""
     config = HoodieConfig.of(options)
     strict = config.get(WriteConfigKeys.STRICT_CONFIG) if strict is None else strict
     stored = {str(k): _to_text(v) for k, v in (stored or {}).items()}
-    problems = []
-    for key, value in sorted(config.items()):
-        if not key.startswith(_CHECKED_PREFIX) or stored.get(key) == value:
-            continue
-        prop = REGISTRY.lookup(key)
-        if prop is None:
-            hint = REGISTRY.suggest(key)
-            problems.append(f"unknown option {key}" + (f" (did you mean {hint}?)" if hint else ""))
-            continue
-        for declared in REGISTRY.declarations(key):
-            declared.parse(value, key)
-        if not REGISTRY.honoured(key):
-            problems.append(f"option {key} has no effect in this engine ({prop.doc or 'not honoured'})")
+    given = [(key, value) for key, value in sorted(config.items())
+             if stored.get(key) != value and (table_properties or key.lower().startswith(_CHECKED_PREFIX))]
+    misspelt = [_misspelt(key, meant) for key, _ in given if (meant := misspelt_key_option(key, table_properties))]
+    if misspelt:
+        raise HoodieConfigError(f"{context}: " + "; ".join(misspelt))
+    problems = [problem for key, value in given if (problem := _problem(key, value, table_properties))]
     if problems and strict:
         raise HoodieConfigError(f"{context}: " + "; ".join(problems) + f" ({WriteConfigKeys.STRICT_CONFIG.key}=true)")
     for problem in problems:
         log.warning("%s: %s", context, problem)
     return problems
+
+
+def _misspelt(key: str, meant: str) -> str:
+    return (f"unknown {_kind(key)} {key}: did you mean {meant}? A misspelt key option is an error, not a "
+            f"warning: the table would be written without {meant}")
+
+
+def _kind(key: str) -> str:
+    return "option" if key.lower().startswith(_CHECKED_PREFIX) else "table property"
+
+
+def _problem(key: str, value: str, table_properties: bool) -> str | None:
+    """Why the given option `key`, no misspelt key option, has no effect here (None: it has one); a value its
+    parser rejects raises, naming the key."""
+    if table_properties and key.lower() in _SQL_NAMES:
+        return None  # the SQL layer reads these itself
+    prop = REGISTRY.lookup(key)
+    if prop is None:
+        hint = REGISTRY.suggest(key) or (closest(key, SQL_OPTION_NAMES, 0.8) if table_properties else None)
+        did_you_mean = f" (did you mean {hint}?)" if hint else ""
+        return f"unknown {_kind(key)} {key}{did_you_mean}"
+    for declared in REGISTRY.declarations(key):
+        declared.parse(value, key)
+    if not REGISTRY.honoured(key):
+        return f"option {key} has no effect in this engine ({prop.doc or 'not honoured'})"
+    return None

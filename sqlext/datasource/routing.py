@@ -6,6 +6,11 @@ driver starts: dedup, index lookup, one task per file group, one commit), and ev
 exactly as before. With the SQL front end of `sqlext.session()` installed (its catalog resolver), names are
 routed too: `saveAsTable`, `insertInto`, `writeTo(...).append()` / `.overwritePartitions()`, `spark.table` and
 `spark.read.table` on Hudi tables; any other table goes to Spark unchanged.
+
+A write whose Hive sync would re-point a catalog table registered at another location (or replace a table
+that is not Hudi's) fails before writing anything, naming the table and both locations; the write option
+`sqlext.catalog.relocate.table=true` re-registers the table at the written path instead. `saveAsTable` of a new
+table syncs it under the name saved to.
 """
 from __future__ import annotations
 
@@ -15,6 +20,7 @@ import logging
 from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
 
+from storage.config import HiveSyncConfigKeys as HK, WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
 
 log = logging.getLogger(__name__)
@@ -77,16 +83,11 @@ def _save(original):
         fmt = (format or state["format"] or "").lower()
         if fmt not in HUDI_FORMATS:
             return original(self, path, format, mode, partitionBy, **options)
-        from storage.client.write_client import write_dataframe
-
         opts = {**state["options"], **{k: _text(v) for k, v in options.items()}}
-        if partitionBy:
-            cols = [partitionBy] if isinstance(partitionBy, str) else list(partitionBy)
-            opts.setdefault("hoodie.datasource.write.partitionpath.field", ",".join(cols))
         target = path or opts.get("path")
         if not target:
             raise ValueError("hudi save needs a path")
-        write_dataframe(self._df.sparkSession, self._df, target, opts, mode or state["mode"])
+        _write(self._df, target, opts, mode or state["mode"], partitionBy)
     return wrapper
 
 
@@ -135,6 +136,12 @@ def _save_as_table(original):
         save_mode = (mode or state["mode"]).lower()
         if ref is None:
             ref = resolver.location_for(table_name)
+            if ref.db:
+                # the sync after the first commit registers the table under the name saved to, not under
+                # default.<hoodie.table.name>; the table records its database, as Hudi's saveAsTable does
+                opts.setdefault(WK.DATABASE_NAME.key, ref.db)
+                opts.setdefault(HK.DATABASE.key, ref.db)
+                opts.setdefault(HK.TABLE.key, ref.name)
             _write(self._df, ref.path, opts, "append", partitionBy)
             resolver.register(ref)
         elif save_mode not in ("ignore",):
@@ -189,11 +196,15 @@ def _insert(df, ref, options: dict, operation: str) -> None:
 
 
 def _write(df, path: str, opts: dict, mode: str, partition_by) -> None:
+    """Every DataFrame write of a Hudi table: refused before anything is written when the Hive sync after its
+    commit would re-point or replace a catalog table (catalog.hive_sync.check_write_target)."""
+    from catalog.hive_sync import check_write_target
     from storage.client.write_client import write_dataframe
 
     if partition_by:
         cols = [partition_by] if isinstance(partition_by, str) else list(partition_by)
         opts.setdefault("hoodie.datasource.write.partitionpath.field", ",".join(cols))
+    check_write_target(df.sparkSession, path, opts)
     write_dataframe(df.sparkSession, df, path, opts, mode)
 
 

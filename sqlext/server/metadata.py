@@ -2,7 +2,9 @@
 GetPrimaryKeys, GetCrossReference): their JDBC result layouts and rows, read from the client session's Spark
 session catalog the way Spark's Thrift server reads them (so the columns and types of a Hudi table, its
 `_ro` / `_rt` tables and temporary views are what Spark reports), except GetPrimaryKeys, which answers the
-record key fields of Hudi tables (Spark's server answers no keys).
+record key fields of Hudi tables (Spark's server answers no keys). Without a metastore the tables are what the
+session's SHOW TABLES lists: Spark's, and the warehouse's Hudi tables with the `_ro` / `_rt` views of the
+merge-on-read ones (sqlext.sql.show.hudi_table_names), whose columns are those a `SELECT *` of them answers.
 
 Name patterns are JDBC patterns: `%` any sequence, `_` one character, backslash escapes; an empty or absent
 pattern matches everything; matching ignores case.
@@ -96,7 +98,11 @@ class CatalogEntry:
     name: str
     table_type: str         # TABLE or VIEW
     comment: str
-    schema: T.StructType
+    read_schema: Callable[[], T.StructType]  # on demand: GetTables needs none, and a view's costs an analysis
+
+    @property
+    def schema(self) -> T.StructType:
+        return self.read_schema()
 
 
 class SessionCatalogView:
@@ -120,14 +126,23 @@ class SessionCatalogView:
         if db == self.global_temp_db:
             names = [n for n in self._list(self._catalog.globalTempViewManager().listViewNames("*")) if match(n)]
             return [self._temp_view(n, db) for n in names]
-        idents = [i for i in self._list(self._catalog.listTables(db, "*", False)) if match(i.table())]
+        idents = self._list(self._catalog.listTables(db, "*", False))
         entries = []
-        for ident in idents:
+        for ident in [i for i in idents if match(i.table())]:
             try:
                 entries.append(self._table(ident))
             except Exception as exc:  # a table dropped meanwhile, or an entry Spark cannot read: skip it
                 log.warning("catalog: skipping %s.%s: %s", db, ident.table(), exc)
-        return entries
+        known = {i.table().lower() for i in idents}
+        return entries + [self._hudi_table(db, n) for n in self._hudi_names(db) if n.lower() not in known and match(n)]
+
+    def _hudi_names(self, db: str) -> list[str]:
+        """The Hudi tables and views the session's SQL front end lists beside Spark's (no metastore: the
+        warehouse's), as its SHOW TABLES does."""
+        from sqlext.sql.show import hudi_table_names
+
+        front = getattr(self.spark, "_sqlext_frontend", None)
+        return hudi_table_names(front.resolver, db) if front is not None else []
 
     def temp_views(self, pattern: str | None) -> list[CatalogEntry]:
         match = pattern_matcher(pattern)
@@ -138,12 +153,18 @@ class SessionCatalogView:
         table = self._catalog.getTableMetadata(ident)
         kind = "VIEW" if table.tableType().name() == "VIEW" else "TABLE"
         comment = table.comment().get() if table.comment().isDefined() else ""
-        return CatalogEntry(ident.database().get(), ident.table(), kind, comment or "",
-                            _with_char_types(T.StructType.fromJson(json.loads(table.schema().json()))))
+        schema = _with_char_types(T.StructType.fromJson(json.loads(table.schema().json())))
+        return CatalogEntry(ident.database().get(), ident.table(), kind, comment or "", lambda: schema)
 
     def _temp_view(self, name: str, db: str | None) -> CatalogEntry:
-        qualified = f"`{db}`.`{name}`" if db else f"`{name}`"
-        return CatalogEntry(db, name, "VIEW", "", self.spark.table(qualified).schema)
+        qualified = _quoted(db, name)
+        return CatalogEntry(db, name, "VIEW", "", lambda: self.spark.table(qualified).schema)
+
+    def _hudi_table(self, db: str, name: str) -> CatalogEntry:
+        """A Hudi table (or `_ro` / `_rt` view) Spark's catalog does not know: its columns are what the SQL front
+        end reads from it."""
+        qualified = _quoted(db, name)
+        return CatalogEntry(db, name, "TABLE", "", lambda: self.spark.sql(f"SELECT * FROM {qualified}").schema)
 
     def functions(self, db: str, pattern: str | None):
         """(name, ExpressionInfo) of the functions `db` sees whose name matches."""
@@ -152,6 +173,10 @@ class SessionCatalogView:
             ident = pair._1()
             if match(ident.funcName()):
                 yield ident.funcName(), self._catalog.lookupFunctionInfo(ident)
+
+
+def _quoted(db: str | None, name: str) -> str:
+    return f"`{db}`.`{name}`" if db else f"`{name}`"
 
 
 def _with_char_types(schema: T.StructType) -> T.StructType:
@@ -207,10 +232,18 @@ def get_columns(spark: SparkSession, schema_pattern: str | None, table_pattern: 
     match = pattern_matcher(column_pattern)
     out = []
     for entry in _entries(SessionCatalogView(spark), schema_pattern, table_pattern, with_temp_views=True):
-        for position, field in enumerate(entry.schema.fields, 1):
+        for position, field in enumerate(_fields(entry), 1):
             if match(field.name):
                 out.append(_column_row(entry, field, position))
     return rows(COLUMNS, out)
+
+
+def _fields(entry: CatalogEntry) -> list[T.StructField]:
+    try:
+        return entry.schema.fields
+    except Exception as exc:  # a table that cannot be read (its files gone meanwhile, say): skip it, as tables do
+        log.warning("catalog: no columns for %s.%s: %s", entry.db, entry.name, exc)
+        return []
 
 
 def _column_row(entry: CatalogEntry, field: T.StructField, position: int) -> tuple:

@@ -26,7 +26,7 @@ from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import TableName
 from sqlext.sql.result import empty_result
 from sqlext.sql.table import HudiTable
-from storage.config import TableConfigKeys as TK, WriteConfigKeys as WK
+from storage.config import SQL_OPTION_NAMES, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.write.table_commits import commit_delete_partitions, commit_schema_change
 
 log = logging.getLogger(__name__)
@@ -40,7 +40,7 @@ IMMUTABLE = {
     TK.TIMELINE_PATH.key, TK.INITIAL_VERSION.key, WK.RECORDKEY_FIELD.key, WK.PARTITIONPATH_FIELD.key,
     WK.PRECOMBINE_FIELD.key, WK.TABLE_TYPE.key, TK.METADATA_PARTITIONS.key, TK.DATABASE_NAME.key,
 }
-SQL_ALIASES = {"primarykey", "precombinefield", "orderingfields", "type", "recordkey", "payloadclass"}
+SQL_ALIASES = {name.lower() for name in SQL_OPTION_NAMES}  # Hudi's SQL names of table properties, any case
 
 _UNSET = re.compile(r"(?is)^\s*ALTER\s+TABLE\s+(?P<name>.+?)\s+UNSET\s+TBLPROPERTIES\s+(?P<exists>IF\s+EXISTS\s+)?"
                     r"\((?P<keys>.*)\)\s*;?\s*$")

@@ -1,6 +1,7 @@
 """Store assignment: which value types may be written into a column, with Spark's ANSI policy
 (numbers between numeric types, anything atomic into strings, dates and timestamps between each other;
-no strings into numbers, no numbers into booleans)."""
+no strings into numbers, no numbers into booleans), and which columns an UPDATE may not assign (a record's
+key and, per index, partition)."""
 from __future__ import annotations
 
 from sqlglot import exp
@@ -19,6 +20,8 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
+
+from storage.config import HoodieConfig, WriteConfigKeys as WK
 
 _TIMES = (DateType, TimestampType, TimestampNTZType)
 
@@ -77,9 +80,19 @@ def check_assignment(ctx, src: DataType, column: str, dst: DataType, node, table
                         table=table, column=column)
 
 
+def spark_column(exc: Exception) -> str | None:
+    """The column a Spark analysis error names (an unresolved column, say), or None."""
+    try:
+        params = exc.getMessageParameters() or {}  # pyspark errors
+    except Exception:
+        return None
+    obj = params.get("objectName") or params.get("columnName")
+    return obj.strip("`").split("`.`")[-1] if obj else None
+
+
 def spark_message(exc: Exception) -> str:
-    """The gist of a Spark error: its first line, without the plan dump; for a failure inside a Python
-    worker, the exception line at the end of the worker's traceback."""
+    """The gist of a Spark error: its first line, without the plan dump or Spark's position; for a failure
+    inside a Python worker, the exception line at the end of the worker's traceback."""
     import re
 
     text = str(exc)
@@ -88,7 +101,10 @@ def spark_message(exc: Exception) -> str:
         if lines:
             return lines[-1].strip()
     text = text.strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    # Spark's "; line 1 pos 7" is a position in the SQL Spark ran (often rewritten); ours is in the user's text
+    return re.sub(r";? line \d+ pos \d+;?$", "", text.splitlines()[0])
 
 
 def parse_assignments(ctx, pairs, t_alias: str, table) -> dict:
@@ -109,3 +125,30 @@ def parse_assignments(ctx, pairs, t_alias: str, table) -> dict:
             raise ctx.error(f"column '{f.name}' is assigned twice", target, column=f.name)
         out[f.name] = pair.expression
     return out
+
+
+# -- record identity ------------------------------------------------------------------------------
+def check_identity_assignments(ctx, table, assignments: dict[str, exp.Expression], options: dict, verb: str,
+                               unchanged=lambda column, value: False, hint: str = "") -> None:
+    """Refuse, as Hudi does, an assignment that would give a stored record another identity: a record key field
+    (Hudi identifies the record by it), or a partition field unless the table's index moves records between
+    partitions (`HudiTable.moves_partitions`). `unchanged(column, value)`: the assignment leaves the stored value
+    as it is (MERGE's `SET id = s.id` under `ON t.id = s.id`), so it is allowed. Runs before anything is read or
+    written."""
+    keys = {k.lower() for k in table.record_keys}
+    parts = set() if table.moves_partitions(options) else {p.lower() for p in table.partition_fields}
+    for column, value in assignments.items():
+        lower = column.lower()
+        if lower not in keys | parts or unchanged(column, value):
+            continue
+        # the `col = value` pair when there is one: the error then points at the assigned column
+        where = value.parent if isinstance(value.parent, exp.EQ) else value
+        if lower in keys:
+            raise ctx.error(f"{verb} cannot change the record key field '{column}' of {table.name} (primary key "
+                            f"{', '.join(table.record_keys)}): Hudi identifies a record by its key. Delete the row "
+                            f"and insert it with the new key instead{hint}", where, table=table.name, column=column)
+        index = HoodieConfig.of(options).get(WK.INDEX_TYPE)
+        raise ctx.error(f"{verb} cannot change the partition field '{column}' of {table.name}: its index ({index}) "
+                        "does not move records between partitions. Use a global index (hoodie.index.type GLOBAL_BLOOM "
+                        "or GLOBAL_SIMPLE, with hoodie.bloom|simple.index.update.partition.path true), or delete the "
+                        f"row and insert it into the new partition{hint}", where, table=table.name, column=column)

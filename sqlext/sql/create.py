@@ -19,7 +19,7 @@ from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
 from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.table import HudiTable
-from storage.config import TableConfigKeys as TK, WriteConfigKeys as WK
+from storage.config import SQL_OPTION_NAMES, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
 from storage.io.storage_options import session_storage_options
@@ -29,13 +29,9 @@ from storage.client.write_client import write_dataframe
 log = logging.getLogger(__name__)
 
 PROVIDERS = {"hudi", "org.apache.hudi"}
-# SQL property -> write option (Hudi's Spark SQL spellings first)
+# SQL property (lower case) -> write option: Hudi's Spark SQL names, then the table's own keys
 _ALIASES = {
-    "primarykey": WK.RECORDKEY_FIELD.key,
-    "recordkey": WK.RECORDKEY_FIELD.key,
-    "precombinefield": WK.PRECOMBINE_FIELD.key,
-    "orderingfields": WK.PRECOMBINE_FIELD.key,
-    "payloadclass": WK.PAYLOAD_CLASS.key,
+    **{name.lower(): prop.key for name, prop in SQL_OPTION_NAMES.items()},
     TK.RECORDKEY_FIELDS.key: WK.RECORDKEY_FIELD.key,
     TK.PRECOMBINE_FIELD.key: WK.PRECOMBINE_FIELD.key,
     "hoodie.table.ordering.fields": WK.PRECOMBINE_FIELD.key,
@@ -201,6 +197,8 @@ def _schema(ctx, spec: CreateSpec, source: DataFrame | None, node) -> StructType
 
 
 def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node) -> tuple[dict, dict]:
+    # first: a misspelt key property fails before anything else is read from the properties
+    check_properties(ctx, spec.properties, node, table=ref.qualified_name)
     options = {WK.TABLE_NAME.key: ref.name, WK.DATABASE_NAME.key: ref.db, **_DEFAULTS}
     extra = {}
     for key, value in spec.properties.items():
@@ -215,10 +213,7 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
         elif key.startswith("hoodie."):
             options[key] = value
             extra[key] = value  # kept in hoodie.properties: every later write of the table uses it
-        else:
-            log.warning("CREATE TABLE %s: property %s is not used by Hudi tables", ref.qualified_name, key)
-
-    check_properties(ctx, spec.properties, node, table=ref.qualified_name)  # Java class names: warn or reject
+        # any other property was warned about by check_properties, with the SQL name it may mean
     if spec.partition_by:
         options[WK.PARTITIONPATH_FIELD.key] = ",".join(_canonical(spec.partition_by, schema))
     keys = [k.strip() for k in options.get(WK.RECORDKEY_FIELD.key, "").split(",") if k.strip()]
@@ -252,6 +247,7 @@ def _adopt(ctx, spec: CreateSpec, ref: HudiTableRef, node) -> DataFrame:
     """CREATE TABLE t USING hudi LOCATION '<existing Hudi table>': register it (columns must agree)."""
     if spec.query is not None:
         raise ctx.error(f"CREATE TABLE ... AS SELECT: location {ref.path} already holds a Hudi table", node)
+    check_properties(ctx, spec.properties, node, table=ref.qualified_name)  # a typo fails before registering
     table = HudiTable.load(ref)
     if spec.columns:
         given = [c.name.lower() for c in spec.columns]

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from sqlext.sql import alter, call, create, delete, drop, index, insert, merge, query, show, truncate, update
-from sqlext.sql.assign import spark_message
+from sqlext.sql.assign import spark_column, spark_message
 from sqlext.sql.context import PlanContext
 from sqlext.sql.errors import HoodieSqlError
 from sqlext.sql.relations import hudi_references
@@ -216,14 +216,7 @@ def _wrap(ctx: PlanContext, node: exp.Expression, exc: Exception) -> HoodieSqlEr
         column = named.group(1) if named else None
     else:
         message = spark_message(exc)
-        params = {}
-        try:
-            params = exc.getMessageParameters() or {}  # pyspark errors
-        except Exception:
-            pass
-        obj = params.get("objectName") or params.get("columnName")
-        if obj:
-            column = obj.strip("`").split("`.`")[-1]
+        column = spark_column(exc)
     where = None
     if column:
         where = next((c for c in node.find_all(exp.Column) if c.name.lower() == column.lower()), None)

@@ -59,12 +59,27 @@ def key_equalities(on: exp.Expression, t_alias: str, s_alias: str,
     """{target column (lower case): source expression} when ON is only `t.col = <source-only expression>`
     conjuncts over `allowed` columns, else None."""
     out = {}
-    for conjunct in (on.flatten() if isinstance(on, exp.And) else [on]):
-        pair = _target_equality(conjunct, t_alias, s_alias, allowed)
+    for pair in _equalities(on, t_alias, s_alias, allowed):
         if pair is None or pair[0] in out:
             return None
         out[pair[0]] = pair[1]
     return out
+
+
+def pinned_values(on: exp.Expression, t_alias: str, s_alias: str, allowed: set[str]) -> dict[str, set[str]]:
+    """{target column (lower case): `same_sql` of each source expression an ON conjunct equates it with}: the
+    value that column already holds in every matched row (other conjuncts may narrow the match further)."""
+    out: dict[str, set[str]] = {}
+    for pair in _equalities(on, t_alias, s_alias, allowed):
+        if pair is not None:
+            out.setdefault(pair[0], set()).add(same_sql(pair[1]))
+    return out
+
+
+def _equalities(on: exp.Expression, t_alias: str, s_alias: str,
+                allowed: set[str]) -> list[tuple[str, exp.Expression] | None]:
+    """Each conjunct of ON as `_target_equality` reads it."""
+    return [_target_equality(c, t_alias, s_alias, allowed) for c in (on.flatten() if isinstance(on, exp.And) else [on])]
 
 
 def _target_equality(node: exp.Expression, t_alias: str, s_alias: str,

@@ -10,9 +10,18 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from storage.config import WriteConfigKeys as WK
-from sqlext.sql.assign import check_assignment, check_boolean, expression_types, parse_assignments
+from sqlext.sql.assign import (
+    check_assignment,
+    check_boolean,
+    check_identity_assignments,
+    expression_types,
+    parse_assignments,
+    spark_column,
+    spark_message,
+)
 from sqlext.sql.changes import CARD, DELETE, INSERT, KIND, ROWID, SQL_DML_PAYLOAD, UPDATE, apply_changes, old_col
-from sqlext.sql.key_merge import key_equalities, plan_key_merge, run_key_merge, same_sql
+from sqlext.sql.errors import HoodieSqlError
+from sqlext.sql.key_merge import key_equalities, pinned_values, plan_key_merge, run_key_merge, same_sql
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.scope import Scope, check_columns
 from sqlext.sql.table import HudiTable
@@ -20,6 +29,7 @@ from sqlext.sql.table import HudiTable
 log = logging.getLogger(__name__)
 
 T_FLAG, S_FLAG = "__hudi_t", "__hudi_s"
+SOURCE_ALIAS = "__hudi_source"  # a source the statement gives no name: `USING (SELECT ...)`, `USING (VALUES ...)`
 MATCHED, NOT_MATCHED, BY_SOURCE = "WHEN MATCHED", "WHEN NOT MATCHED", "WHEN NOT MATCHED BY SOURCE"
 
 
@@ -31,6 +41,7 @@ class Clause:
     node: exp.When
     condition: exp.Expression | None
     assignments: dict[str, exp.Expression] = field(default_factory=dict)  # target column -> value
+    star: bool = False                 # UPDATE SET * / INSERT *: every column from the source column of its name
 
 
 @dataclass
@@ -59,12 +70,13 @@ def plan(ctx, node: exp.Merge) -> DataFrame:
     s_scope = Scope(sides.s_alias, "the source", tuple(sides.source.columns))
     check_columns(ctx, on, [t_scope, s_scope])
     clauses = _clauses(ctx, node, sides, t_scope, s_scope)
+    opts = sides.table.write_options(ctx.spark)
+    _check_identity_assignments(ctx, on, clauses, sides, opts)
 
     tgt = sides.target.withColumn(T_FLAG, F.lit(True)).alias(sides.t_alias)
     src = sides.source.withColumn(S_FLAG, F.lit(True)).alias(sides.s_alias)
     on_sql = ctx.expr_sql(on)
     check_boolean(ctx, expression_types(ctx, tgt.crossJoin(src), [(on_sql, on)])[0], on, "the ON condition")
-    opts = sides.table.write_options(ctx.spark)
     counts = _key_merge(ctx, node, on, clauses, sides, opts)
     if counts is not None:
         return counts.to_frame(ctx.spark)
@@ -80,6 +92,27 @@ def plan(ctx, node: exp.Merge) -> DataFrame:
     counts = apply_changes(ctx, sides.table, changes, node, "MERGE",
                            inserts_are_new=_inserts_are_new(on, clauses, sides, opts))
     return counts.to_frame(ctx.spark)
+
+
+def _check_identity_assignments(ctx, on: exp.Expression, clauses: list[Clause], sides: MergeSides,
+                                opts: dict) -> None:
+    """An UPDATE clause may not give a row another record key, nor another partition unless the index moves
+    records (`check_identity_assignments`), except by assigning what the row already holds: the source value ON
+    equates the column with, or the column itself. UPDATE SET * writes the source row as the record, as Hudi's
+    MERGE upserts it; a row it gives another identity is moved (delete + insert in the one commit)."""
+    table = sides.table
+    identity = {c.lower() for c in table.record_keys + table.partition_fields}
+    pinned = pinned_values(on, sides.t_alias, sides.s_alias, identity)
+
+    def unchanged(column: str, value: exp.Expression) -> bool:
+        kept = pinned.get(column.lower(), set()) | {same_sql(exp.column(column, table=sides.t_alias))}
+        return same_sql(value) in kept
+
+    hint = (": MERGE may assign such a field only the source value its ON condition equates it with "
+            f"(ON {sides.t_alias}.<field> = {sides.s_alias}.<column>), or UPDATE SET *")
+    for clause in clauses:
+        if clause.kind == UPDATE and not clause.star:
+            check_identity_assignments(ctx, table, clause.assignments, opts, "MERGE", unchanged, hint)
 
 
 def _inserts_are_new(on: exp.Expression, clauses: list[Clause], sides: MergeSides, opts: dict) -> bool:
@@ -131,19 +164,83 @@ def _sides(ctx, node: exp.Merge) -> MergeSides:
     target_node: exp.Table = node.this
     table = ctx.require_table(target_node)
     t_alias = target_node.alias_or_name
+    _read_ctes(ctx, node)
     using = node.args.get("using")
-    if isinstance(using, exp.Subquery):
-        query, s_alias = using.this, using.alias or "__hudi_source"
-    elif isinstance(using, exp.Table):
-        plain = using.copy()
-        plain.set("alias", None)
-        query, s_alias = exp.select("*").from_(plain), using.alias_or_name
-    else:
-        raise ctx.error("MERGE ... USING needs a table or a parenthesized query", node)
+    query, s_alias = _source_query(ctx, using)
     if s_alias.lower() == t_alias.lower():
         raise ctx.error(f"MERGE target and source are both called '{t_alias}': give one of them an alias", using)
     _unqualify_db(node, target_node, t_alias)
-    return MergeSides(table, t_alias, s_alias, table.snapshot(ctx.spark), ctx.query(query))
+    return MergeSides(table, t_alias, s_alias, table.snapshot(ctx.spark), _read(ctx, query, using, "its source"))
+
+
+def _source_query(ctx, using: exp.Expression | None) -> tuple[exp.Expression, str]:
+    """The query reading the USING source and the name the statement knows the source by. Spark takes a table,
+    view or CTE name or a parenthesized query (VALUES included). A column alias list, `AS s(a, b)`, names the
+    source's columns as it does in a FROM clause (Spark's own MERGE refuses one, and VALUES without parentheses:
+    both are unambiguous, and the first is what a newcomer writes for an inline source)."""
+    if isinstance(using, exp.Subquery) and not _column_aliases(using):
+        return using.this, using.alias or SOURCE_ALIAS  # the query itself: its Hudi reads keep their column pruning
+    if isinstance(using, (exp.Table, exp.Values, exp.Subquery)):
+        return exp.select("*").from_(using.copy()), using.alias_or_name or SOURCE_ALIAS
+    shown = f" '{using.sql(dialect='spark')}'" if using is not None else ""
+    raise ctx.error(f"MERGE ... USING{shown}: the source must be a table, a view, a CTE or a parenthesized query "
+                    "(SELECT or VALUES)", using)
+
+
+def _column_aliases(node: exp.Expression) -> list:
+    alias = node.args.get("alias")
+    return alias.columns if isinstance(alias, exp.TableAlias) else []
+
+
+def _read(ctx, query: exp.Expression, at: exp.Expression, what: str) -> DataFrame:
+    """The rows of the source or a CTE (`what`); one Spark cannot read is reported at the column Spark names,
+    else where it is written (`at`), not at the start of the statement."""
+    try:
+        return ctx.query(query)
+    except HoodieSqlError:
+        raise
+    except Exception as exc:
+        column = spark_column(exc)
+        where = next((c for c in at.find_all(exp.Column) if column and c.name.lower() == column.lower()), at)
+        raise ctx.error(f"MERGE cannot read {what}: {spark_message(exc)}", where, column=column) from exc
+
+
+def _read_ctes(ctx, node: exp.Merge) -> None:
+    """`WITH c AS (...) MERGE INTO ...` (Spark takes CTEs before any DML statement): each CTE is read as a temp
+    view, and the statement's references to it (the source, subqueries in ON and WHEN clauses) read that view."""
+    with_ = node.args.get("with_")
+    if with_ is None:
+        return
+    if with_.args.get("recursive"):
+        raise ctx.error("WITH RECURSIVE before MERGE is not supported: give the source as a parenthesized query",
+                        with_)
+    views: dict[str, str] = {}
+    for cte in with_.expressions:
+        frame = _read(ctx, _to_views(cte.this.copy(), views), cte, f"the CTE '{cte.alias_or_name}'")
+        columns = _column_aliases(cte)
+        if columns and len(columns) != len(frame.columns):
+            raise ctx.error(f"the CTE '{cte.alias_or_name}' names {len(columns)} columns but its query returns "
+                            f"{len(frame.columns)}", cte)
+        if columns:
+            frame = frame.toDF(*[c.name for c in columns])
+        views[cte.alias_or_name.lower()] = ctx.register_view(frame, cte.alias_or_name)
+    node.set("with_", None)
+    for arg in ("using", "on", "whens"):
+        if isinstance(node.args.get(arg), exp.Expression):
+            _to_views(node.args[arg], views)
+
+
+def _to_views(tree: exp.Expression, views: dict[str, str]) -> exp.Expression:
+    """`tree` with its references to the CTEs in `views` (name -> temp view) reading those views, under the CTE's
+    name so that columns qualified by it still resolve."""
+    for table in list(tree.find_all(exp.Table)):
+        view = views.get(table.name.lower()) if not table.db and isinstance(table.this, exp.Identifier) else None
+        if view is None:
+            continue
+        if not table.args.get("alias"):
+            table.set("alias", exp.TableAlias(this=exp.to_identifier(table.name)))
+        table.set("this", exp.to_identifier(view))
+    return tree
 
 
 def _unqualify_db(node: exp.Merge, target: exp.Table, alias: str) -> None:
@@ -192,13 +289,13 @@ def _clause(ctx, index: int, group: str, when: exp.When, condition, sides: Merge
         if len(then.expressions) == 1 and isinstance(then.expressions[0], exp.Star):
             if group == BY_SOURCE:
                 raise ctx.error("UPDATE SET * is not possible WHEN NOT MATCHED BY SOURCE (there is no source row)", then)
-            return Clause(index, group, UPDATE, when, condition, _star(ctx, sides, then, "UPDATE SET *"))
+            return Clause(index, group, UPDATE, when, condition, _star(ctx, sides, then, "UPDATE SET *"), star=True)
         return Clause(index, group, UPDATE, when, condition, parse_assignments(ctx, then.expressions, sides.t_alias, table))
     if isinstance(then, exp.Insert):
         if group != NOT_MATCHED:
             raise ctx.error(f"{group} cannot INSERT", when)
         if isinstance(then.this, exp.Star):
-            return Clause(index, group, INSERT, when, condition, _star(ctx, sides, then, "INSERT *"))
+            return Clause(index, group, INSERT, when, condition, _star(ctx, sides, then, "INSERT *"), star=True)
         columns = then.this.expressions if isinstance(then.this, exp.Tuple) else [then.this]
         values = then.expression.expressions if isinstance(then.expression, exp.Tuple) else [then.expression]
         if len(columns) != len(values):

@@ -96,14 +96,15 @@ def _rule_for(key: str) -> ClassRule | None:
 
 
 def check_properties(ctx, props: dict[str, str], node=None, *, table: str | None = None) -> list[str]:
-    """Validate `props`: their `hoodie.*` keys against the config registry (unknown and not honoured keys warn,
-    or fail under hoodie.strict.config, given here or SET in the session; unparsable values fail) and their
-    class-valued properties; returns the warnings logged. Raises the statement's error (ctx.error) for a value
-    or class this engine cannot honour."""
+    """Validate `props`: every key against the config registry and Hudi's SQL names (a misspelt key option such
+    as `preCombineFeild` fails naming the key meant; unknown and not honoured keys warn, or fail under
+    hoodie.strict.config, given here or SET in the session; unparsable values fail) and their class-valued
+    properties; returns the warnings logged. Raises the statement's error (ctx.error) for a key, value or class
+    this engine cannot honour."""
     where = f" of {table}" if table else ""
     strict = HoodieConfig.of(session_hoodie_conf(ctx.spark), props).get(WK.STRICT_CONFIG)
     try:
-        warnings = validate_options(props, f"properties{where}", strict=strict)
+        warnings = validate_options(props, f"properties{where}", strict=strict, table_properties=True)
     except HoodieConfigError as exc:
         raise ctx.error(str(exc), node, table=table) from None
     for key, value in props.items():

@@ -41,6 +41,12 @@ def hudi_references(ctx, tree: exp.Expression) -> list[exp.Table]:
             found.append(node)
         elif not (not node.db and node.name.lower() in ctes) and ctx.resolve(node) is not None:
             found.append(node)
+        elif isinstance(node.this, exp.Identifier) and TableName.of(node).path:
+            # Spark would answer "Unsupported data source type for direct query on files: hudi", as if path
+            # queries did not work: the path is what is wrong
+            path = TableName.of(node).path
+            raise ctx.error(f"no Hudi table at {path}: it has no .hoodie directory (hudi.`<path>` reads the Hudi "
+                            "table whose base path that is)", node, table=path)
     return found
 
 

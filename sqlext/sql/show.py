@@ -1,7 +1,8 @@
 """SHOW PARTITIONS, SHOW CREATE TABLE, SHOW TBLPROPERTIES and DESCRIBE [EXTENDED | FORMATTED] of Hudi tables,
 answered from the table itself (hoodie.properties, the latest schema, the file-system view) with Spark's
 output columns, so they work the same with or without a metastore. SHOW TABLES stays Spark's, except that
-without a metastore (a warehouse resolver) the warehouse's Hudi tables are added to Spark's answer.
+without a metastore (a warehouse resolver) the warehouse's Hudi tables, and the `<t>_ro` / `<t>_rt` views of its
+merge-on-read tables, are added to Spark's answer (`hudi_table_names`, which `sqlext serve`'s GetTables lists too).
 
 sqlglot keeps SHOW as a Command: the statement text is matched here; table names and partition specs in it
 are parsed with sqlglot.
@@ -15,6 +16,7 @@ import sqlglot
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
+from sqlext.sql.resolver import SUFFIX_QUERY_TYPES, TableName
 from sqlext.sql.table import HudiTable
 from storage.config import TableConfigKeys as TK
 from storage.meta_fields import META_COLUMNS
@@ -84,8 +86,26 @@ def show_tables(ctx, text: str, db: str | None, like: str | None) -> DataFrame:
     if not ctx.resolver.database_exists(db):
         return spark_rows  # Spark has already said what it thinks of an unknown database
     known = {r.tableName.lower() for r in spark_rows.collect() if not r.isTemporary}
-    extra = [(db, n, False) for n in ctx.resolver.table_names(db) if n.lower() not in known and _like(n, like)]
+    extra = [(db, n, False) for n in hudi_table_names(ctx.resolver, db) if n.lower() not in known and _like(n, like)]
     return spark_rows.unionByName(ctx.spark.createDataFrame(extra, spark_rows.schema)) if extra else spark_rows
+
+
+def hudi_table_names(resolver, db: str) -> list[str]:
+    """The Hudi tables a resolver without a metastore finds in `db` (its `table_names`) and the `<t>_ro` / `<t>_rt`
+    views it resolves for the merge-on-read ones: every name a query can use is listed, as Hive sync lists them
+    with a metastore. Empty for a resolver that lists no tables itself (a metastore's are in Spark's answer)."""
+    if not hasattr(resolver, "table_names"):
+        return []
+    names = resolver.table_names(db)
+    views = [view for name in names for view in _synced_views(resolver, name, db)]
+    return sorted(set(names) | set(views))
+
+
+def _synced_views(resolver, name: str, db: str) -> list[str]:
+    """`<name>_ro` / `<name>_rt` when the resolver reads them as views of `name` (it is a merge-on-read table)."""
+    candidates = [name + suffix for suffix in SUFFIX_QUERY_TYPES]
+    refs = [resolver.resolve(TableName(candidate, db)) for candidate in candidates]
+    return [c for c, ref in zip(candidates, refs) if ref is not None and ref.query_type is not None]
 
 
 def _like(name: str, pattern: str | None) -> bool:

@@ -13,6 +13,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.index.index_factory import create_index
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from storage.read import read_table
@@ -98,6 +99,14 @@ class HudiTable:
         """Whether a record is identified by its key alone (as the write client's dedup decides)."""
         index = (HoodieConfig.of(options).get(WK.INDEX_TYPE) or "").upper()
         return index.startswith("GLOBAL") or not self.partition_fields
+
+    def moves_partitions(self, options: dict[str, str]) -> bool:
+        """Whether a write may give a stored record another partition: its index finds the record in any partition
+        and moves it there (a global index with its `hoodie.<bloom|simple>.index.update.partition.path` on, as
+        Hudi's MERGE INTO decides), instead of keeping it in its old partition."""
+        config = HoodieConfig.of(options)
+        index = create_index(config.get(WK.INDEX_TYPE), config=config, record_key_fields=self.record_keys)
+        return index.is_global and index.update_partition_path
 
     def identity(self, options: dict[str, str]) -> Column:
         """A record's identity for new data (columns by name): record key [+ partition path]."""

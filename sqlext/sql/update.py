@@ -1,12 +1,12 @@
-"""UPDATE t SET col = expr[, ...] [WHERE cond]. Changing a record key or partition column rewrites the row
-as a delete of the old record plus an insert of the new one (in the same commit)."""
+"""UPDATE t SET col = expr[, ...] [WHERE cond]. As in Hudi, a record key field cannot be assigned, nor a partition
+field unless the table's index moves records between partitions (a global one); the write then moves the row."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from sqlext.sql.assign import check_assignment, expression_types, parse_assignments
+from sqlext.sql.assign import check_assignment, check_identity_assignments, expression_types, parse_assignments
 from sqlext.sql.changes import KIND, ROWID, UPDATE, apply_changes
 from sqlext.sql.scope import check_columns
 from sqlext.sql.target import old_values, target_rows
@@ -22,6 +22,7 @@ def plan(ctx, node: exp.Update) -> DataFrame:
     rows = target_rows(ctx, node.this, node.args.get("where"))
     table = rows.table
     assignments = parse_assignments(ctx, node.expressions, rows.alias, table)
+    check_identity_assignments(ctx, table, assignments, table.write_options(ctx.spark), "UPDATE")
     for value in assignments.values():
         check_columns(ctx, value, [rows.scope])
     sqls = {col: ctx.expr_sql(value) for col, value in assignments.items()}

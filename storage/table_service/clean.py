@@ -8,6 +8,10 @@ Python API (`CALL run_clean` / `show_cleans` / `show_clean_plans` map onto it):
 - ``run_clean(spark, base_path, options=None, force=True) -> str | None``: first finishes any pending clean (a
   clean that died re-executes its saved plan), then schedules and executes a new one (with ``force=False`` only
   when ``hoodie.clean.max.commits`` commits were made since the last clean). Returns the new clean instant.
+- ``clean_table(...) -> CleanOutcome``: the same, telling the pending cleans it finished and, when no new clean
+  deleted a file, why (logged at INFO too): the trigger is not reached, the planner's reason (no more commits
+  than retained, no file version older than the retained ones, ...), a pending clean was finished instead, or an
+  empty clean was recorded.
 - ``show_cleans(base_path)`` / ``show_clean_plans(base_path)``: completed cleans / clean plans as dicts.
 
 Execution: ``<t>.clean.inflight`` (the plan again), the deletes as Spark tasks (one task per group of
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 from storage.avro.container import read_avro_container, write_avro_container
@@ -53,36 +58,62 @@ def clean_config(meta: HoodieTableMetaClient, options: dict[str, str] | None) ->
     return config
 
 
+@dataclass(frozen=True)
+class CleanOutcome:
+    """What `clean_table` did: the new clean (None when none was made), the pending cleans it finished first, and
+    why no new clean deleted a file (None when one did)."""
+
+    instant: str | None
+    finished: tuple[str, ...] = ()
+    reason: str | None = None
+
+
 def needs_cleaning(meta: HoodieTableMetaClient, config: HoodieConfig) -> bool:
     """`hoodie.clean.trigger.strategy` NUM_COMMITS: at least `hoodie.clean.max.commits` commits since the last
     clean (scheduled or completed)."""
+    return trigger_not_reached(meta, config) is None
+
+
+def trigger_not_reached(meta: HoodieTableMetaClient, config: HoodieConfig) -> str | None:
+    """Why the trigger strategy does not clean yet; None when it does (see `needs_cleaning`)."""
     strategy = str(config.get(CK.TRIGGER_STRATEGY)).upper()
     if strategy != "NUM_COMMITS":
         raise HoodieCleanError(f"unknown hoodie.clean.trigger.strategy {strategy!r}; use NUM_COMMITS")
     last = meta.timeline.of_actions([Action.CLEAN]).last()
     commits = meta.timeline.completed().write_timeline()
     since = [c for c in commits if last is None or c.timestamp > last.timestamp]
-    return len(since) >= config.get(CK.MAX_COMMITS)
+    wanted = config.get(CK.MAX_COMMITS)
+    if len(since) >= wanted:
+        return None
+    after = f"since the last clean ({last.timestamp})" if last is not None else "and no clean yet"
+    return (f"{len(since)} commit{'' if len(since) == 1 else 's'} {after}: {CK.TRIGGER_STRATEGY.key}=NUM_COMMITS "
+            f"cleans after {CK.MAX_COMMITS.key}={wanted}")
 
 
 def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
                    spark=None) -> str | None:
     """Plan a clean and save it as `<t>.clean.requested`; the instant time, or None if nothing is to clean."""
     meta = service_meta_client(meta_client_or_path, "clean", spark, options)
-    config = clean_config(meta, options)
+    instant_time, plan = _schedule(meta, clean_config(meta, options))
+    if instant_time is None:
+        log.info("nothing to clean in %s: %s", meta.base_path, plan.reason)
+    return instant_time
+
+
+def _schedule(meta: HoodieTableMetaClient, config: HoodieConfig) -> tuple[str | None, HoodieCleanerPlan]:
+    """(the clean instant saved, or None when nothing is to clean; the plan, which says why)."""
     # planned under the table lock: a writer cannot start (take an instant time) between the planner's look at
     # the pending writes and the plan's publication, so no file a live writer reads is planned for deletion
     with TransactionManager.for_table(meta, config).transaction("schedule clean"):
         meta.reload()
         plan = CleanPlanner(meta, config).plan()
         if plan.is_empty() and not records_empty_clean(meta, config, plan):
-            log.info("nothing to clean in %s", meta.base_path)
-            return None
+            return None, plan
         instant_time = meta.active_timeline.new_instant_time()
         meta.active_timeline.create_requested(Action.CLEAN, instant_time,
                                               write_avro_container(HOODIE_CLEANER_PLAN, plan.to_record()))
     crash_point("clean.after_plan")
-    return instant_time
+    return instant_time, plan
 
 
 def records_empty_clean(meta: HoodieTableMetaClient, config: HoodieConfig, plan: HoodieCleanerPlan,
@@ -113,18 +144,42 @@ def _age_ms(instant_time: str, now: float | None) -> float:
 def run_clean(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
               force: bool = True) -> str | None:
     """Finish pending cleans, then schedule and execute a new clean; the new clean's instant time or None."""
+    return clean_table(spark, base_path, options, force).instant
+
+
+def clean_table(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+                force: bool = True) -> CleanOutcome:
+    """`run_clean`, telling what it did and, when no new clean deleted a file, why."""
     meta = service_meta_client(base_path, "clean", spark, options)
     config = clean_config(meta, options)
+    finished = []
     for pending in list(meta.timeline.pending().of_actions([Action.CLEAN])):
         if _execute_claimed(spark, meta, config, pending.timestamp):
             log.info("finished the pending clean %s of %s", pending.timestamp, meta.base_path)
-    if not force and not needs_cleaning(meta, config):
-        return None
-    instant_time = schedule_clean(meta, options)
+            finished.append(pending.timestamp)
+    waiting = None if force else trigger_not_reached(meta, config)
+    if waiting is not None:
+        return _no_new_clean(meta, finished, waiting)
+    instant_time, plan = _schedule(meta, config)
     if instant_time is None:
-        return None
-    _execute_claimed(spark, meta, config, instant_time)  # else another cleaner claimed it and runs it
-    return instant_time
+        return _no_new_clean(meta, finished, plan.reason)
+    if not _execute_claimed(spark, meta, config, instant_time):
+        return CleanOutcome(instant_time, tuple(finished), f"the clean {instant_time} is run by another live process")
+    if not plan.is_empty():
+        return CleanOutcome(instant_time, tuple(finished))
+    ectr = plan.earliest_instant_to_retain.timestamp
+    reason = (f"an empty clean was recorded to move the earliest commit to retain to {ectr}, so that archival can "
+              f"pass it; it deleted nothing: {plan.reason}")
+    log.info("clean %s of %s: %s", instant_time, meta.base_path, reason)
+    return CleanOutcome(instant_time, tuple(finished), reason)
+
+
+def _no_new_clean(meta: HoodieTableMetaClient, finished: list[str], reason: str) -> CleanOutcome:
+    if finished:  # the pending clean did the work a new one would have done
+        reason = (f"the pending clean {', '.join(finished)} (planned earlier, not completed) was finished instead; "
+                  f"nothing more to clean: {reason}")
+    log.info("no new clean of %s: %s", meta.base_path, reason)
+    return CleanOutcome(None, tuple(finished), reason)
 
 
 def _execute_claimed(spark, meta: HoodieTableMetaClient, config: HoodieConfig, instant_time: str) -> bool:

@@ -12,6 +12,10 @@ Policies (`hoodie.cleaner.policy`):
 - KEEP_LATEST_BY_HOURS: the same, with the ECTR the first commit of the last `hoodie.cleaner.hours.retained` hours.
 - KEEP_LATEST_FILE_VERSIONS: keep the latest `hoodie.cleaner.fileversions.retained` slices of each file group.
 
+A plan that deletes nothing says why (`HoodieCleanerPlan.reason`): no more commits than retained, no commit older
+than the retained hours, no partition written since the last clean (incremental mode), or no file version older
+than the retained ones.
+
 Never cleaned: savepointed files, the slice a pending compaction compacts, file groups of a pending clustering;
 files of pending writes are not in the view at all. File groups replaced by insert overwrite or clustering go
 whole once their replacecommit is older than the ECTR (at once under KEEP_LATEST_FILE_VERSIONS). A merge-on-read
@@ -67,6 +71,7 @@ class HoodieCleanerPlan:
     earliest_instant_to_retain: HoodieInstant | None
     last_completed_commit: str
     files_per_partition: dict[str, list[str]] = field(default_factory=dict)
+    reason: str | None = None  # why the planner found nothing to delete (not part of the Avro plan)
 
     def is_empty(self) -> bool:
         return not any(self.files_per_partition.values())
@@ -137,23 +142,36 @@ class CleanPlanner:
 
     # -- the earliest commit to retain -----------------------------------------------------------------------
     def earliest_commit_to_retain(self) -> HoodieInstant | None:
+        return self._earliest_commit_to_retain()[0]
+
+    def _earliest_commit_to_retain(self) -> tuple[HoodieInstant | None, str | None]:
+        """(the ECTR, None) or, when the policy retains every commit, (None, why)."""
+        if self.policy.retains_commits and not self.commits:
+            return None, "the table has no completed commit"
         if self.policy is HoodieCleaningPolicy.KEEP_LATEST_COMMITS:
             retained = self.config.get(CK.COMMITS_RETAINED)
             if len(self.commits) <= retained:
-                return None
+                return None, (f"the table has {_count(len(self.commits), 'completed commit')} and "
+                              f"{CK.COMMITS_RETAINED.key}={retained} retains the file versions of the latest "
+                              f"{retained}: no file version is old enough to clean")
             earliest = self.commits[len(self.commits) - retained]
         elif self.policy is HoodieCleaningPolicy.KEEP_LATEST_BY_HOURS:
-            cutoff = format_instant(self.now - timedelta(hours=self.config.get(CK.HOURS_RETAINED)))
+            hours = self.config.get(CK.HOURS_RETAINED)
+            cutoff = format_instant(self.now - timedelta(hours=hours))
             earliest = next((c for c in self.commits if c.timestamp >= cutoff), None)
-            if earliest is None or earliest is self.commits[0]:
-                return None  # nothing is older than the retained hours
+            if earliest is None:  # no commit within the hours: none to retain from, so nothing is cleaned
+                return None, (f"no commit was made in the last {CK.HOURS_RETAINED.key}={hours} hours (the latest "
+                              f"of {_count(len(self.commits), 'completed commit')} is {self.commits[-1].timestamp})")
+            if earliest is self.commits[0]:
+                return None, (f"no commit is older than {CK.HOURS_RETAINED.key}={hours} hours (the oldest of "
+                              f"{_count(len(self.commits), 'completed commit')} is {earliest.timestamp})")
         else:
-            return None
+            return None, None
         # a pending write may still publish files older than a later ECTR: never retain past it
         pending = self.pending_writes[0] if self.pending_writes else None
         if pending is not None and pending.timestamp < earliest.timestamp:
-            return pending
-        return earliest
+            return pending, None
+        return earliest, None
 
     # -- partitions -------------------------------------------------------------------------------------------
     def partitions_to_clean(self, ectr: HoodieInstant | None) -> list[str] | None:
@@ -176,13 +194,16 @@ class CleanPlanner:
 
     # -- files ------------------------------------------------------------------------------------------------
     def plan(self) -> HoodieCleanerPlan:
-        ectr = self.earliest_commit_to_retain()
+        ectr, retains_all = self._earliest_commit_to_retain()
         last_commit = self.commits[-1].timestamp if self.commits else ""
         plan = HoodieCleanerPlan(self.policy, ectr, last_commit)
         if self.policy.retains_commits and ectr is None:
-            return plan  # fewer commits than retained: nothing is old enough
+            plan.reason = retains_all
+            return plan
         partitions = self.partitions_to_clean(ectr)
         if partitions == []:
+            plan.reason = (f"no partition was written since the last clean's earliest commit to retain "
+                           f"({CK.INCREMENTAL_MODE.key}): no file version is older than the retained ones")
             return plan
         view = FileSystemView(self.meta, partitions=partitions)
         protected = _Protected(savepointed_files(self.meta), _pending_compaction_slices(self.meta),
@@ -191,10 +212,27 @@ class CleanPlanner:
             files = self._files_to_clean(view, partition, ectr, protected)
             if files:
                 plan.files_per_partition[partition] = files
+        if plan.is_empty():
+            plan.reason = self._nothing_older(ectr)
         log.info("clean plan for %s: %s, earliest commit to retain %s, %d files in %d partitions",
                  self.meta.base_path, self.policy.value, ectr.timestamp if ectr else None, plan.total_files(),
                  len(plan.files_per_partition))
         return plan
+
+    def _nothing_older(self, ectr: HoodieInstant | None) -> str:
+        """Why a plan over the file groups found nothing: the policy retains every version there is."""
+        if not self.policy.retains_commits:
+            return f"no file group has more file versions than {self._retention()} keeps"
+        held = f" (held back by the pending write {ectr.timestamp})" if ectr in self.pending_writes else ""
+        return (f"no file version is older than the retained ones: {self._retention()} retains from commit "
+                f"{ectr.timestamp}{held}, and each file group's older versions are the one a query there reads, "
+                f"savepointed, or already cleaned")
+
+    def _retention(self) -> str:
+        key = {HoodieCleaningPolicy.KEEP_LATEST_COMMITS: CK.COMMITS_RETAINED,
+               HoodieCleaningPolicy.KEEP_LATEST_BY_HOURS: CK.HOURS_RETAINED,
+               HoodieCleaningPolicy.KEEP_LATEST_FILE_VERSIONS: CK.FILE_VERSIONS_RETAINED}[self.policy]
+        return f"{self.policy.value} with {key.key}={self.config.get(key)}"
 
     def _files_to_clean(self, view: FileSystemView, partition: str, ectr: HoodieInstant | None,
                         protected: "_Protected") -> list[str]:
@@ -226,6 +264,10 @@ class CleanPlanner:
                 continue
             expired.append(s)
         return expired
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _expired_slices_by_commits(group: HoodieFileGroup, ectr: str) -> list[FileSlice]:

@@ -181,3 +181,12 @@ def test_config_lists_keys_and_one_key(capsys):
     assert "\nhoodie.strict.config\n" in listing
     assert main(["config", "--key", "hoodie.cleaner.polcy"]) == 1
     assert "unknown config key hoodie.cleaner.polcy (did you mean hoodie.cleaner.policy?)" in capsys.readouterr().err
+
+
+def test_shell_help_and_exit_are_the_shells_not_sql():
+    from sqlext.cli import SHELL_HELP, shell
+
+    out = io.StringIO()
+    # no statement reaches Spark (there is none here): `help` prints the shell's help, `exit;` leaves
+    assert shell(None, "json", io.StringIO("help\n?\nexit;\nSELECT never_runs;\n"), out, 10) == 0
+    assert out.getvalue() == SHELL_HELP * 2

@@ -77,10 +77,13 @@ def test_null_record_key_fails_the_write_and_names_the_column(hudi_sql, seeded):
 def test_duplicate_key_rules(hudi_sql, seeded):
     path = seeded("t")
     before = _state(hudi_sql, path)
-    with pytest.raises(HoodieSqlError, match="record key '2' .*already exists"):
-        hudi_sql.sql("UPDATE t SET id = 2 WHERE id = 1")                   # would land on a row that stays
+    # UPDATE SET * writes the source row, key included, in place of the matched row
+    hudi_sql.createDataFrame([(2, "a", 1.0, 5, "p1", "x")], SRC_SCHEMA).createOrReplaceTempView("src")
+    with pytest.raises(HoodieSqlError, match="record key '2' .*already exists"):  # would land on a row that stays
+        hudi_sql.sql("MERGE INTO t USING src s ON t.name = s.name WHEN MATCHED THEN UPDATE SET *")
+    hudi_sql.createDataFrame([(9, "x", 1.0, 5, "p1", "x")], SRC_SCHEMA).createOrReplaceTempView("src")
     with pytest.raises(HoodieSqlError, match="write 2 rows with the same record key"):
-        hudi_sql.sql("UPDATE t SET id = 9 WHERE dt = 'p1'")
+        hudi_sql.sql("MERGE INTO t USING src s ON t.dt = s.dt WHEN MATCHED THEN UPDATE SET *")
     hudi_sql.conf.set("hoodie.spark.sql.insert.into.operation", "insert")
     hudi_sql.conf.set("hoodie.datasource.insert.dup.policy", "fail")
     try:

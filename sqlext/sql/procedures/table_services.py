@@ -1,7 +1,13 @@
 """Clean, archival, savepoint and restore procedures (Hudi's RunCleanProcedure, ShowCleansProcedure,
 ShowCleansPlanProcedure, ArchiveCommitsProcedure, ShowArchivedCommitsProcedure, CreateSavepointProcedure,
 ShowSavepointsProcedure, DeleteSavepointProcedure, RollbackToSavepointProcedure), over
-storage.table_service (imported when called)."""
+storage.table_service (imported when called).
+
+`run_clean` answers Hudi's columns plus `reason`: one row per clean the call completed, and when no new clean
+deleted a file the reason is on every row, or on a row of its own (no clean time, 0 files deleted) when the call
+completed no clean at all. Hudi's procedure answers no rows then, which tells a SQL user nothing: whether the
+table has no more commits than retained, the trigger (`trigger_max_commits`) is not reached, no file version is
+older than the retained ones, or a pending clean was finished instead. The reason is logged at INFO as well."""
 from __future__ import annotations
 
 import logging
@@ -34,11 +40,12 @@ def _run(call, fn, *args, **kwargs):
                      optional("file_versions_retained", "int"), optional("trigger_strategy", "string"),
                      optional("trigger_max_commits", "int"), optional("options", "string")],
            "start_clean_time string, time_taken_in_millis long, total_files_deleted int, "
-           "earliest_commit_to_retain string, last_completed_commit_timestamp string, version int",
-           "clean old file versions now (finishes a pending clean first)")
+           "earliest_commit_to_retain string, last_completed_commit_timestamp string, version int, reason string",
+           "clean old file versions now (finishes a pending clean first); a row per clean completed, and `reason` "
+           "says why no new clean deleted a file (NULL when one did)")
 def run_clean(call, args):
     from sqlext.sql.procedures.compaction import procedure_options
-    from storage.table_service.clean import run_clean as clean, show_cleans
+    from storage.table_service.clean import clean_table, show_cleans
 
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = call.meta_client(args)
@@ -50,11 +57,13 @@ def run_clean(call, args):
              CLK.MAX_COMMITS.key: args.get("trigger_max_commits")}
     options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
                **procedure_options(call, args.get("options"))}
-    instant = _run(call, clean, call.spark, ref.path, options, force=args.get("trigger_max_commits") is None)
+    outcome = _run(call, clean_table, call.spark, ref.path, options, force=args.get("trigger_max_commits") is None)
     call.resolver.refresh(ref)
-    rows = [c for c in show_cleans(ref.path) if c["instant"].timestamp == instant]
-    return [(c["startCleanTime"], c["timeTakenInMillis"], c["totalFilesDeleted"], c["earliestCommitToRetain"],
-             c["lastCompletedCommitTimestamp"], c["version"]) for c in rows]
+    made = {outcome.instant, *outcome.finished}
+    rows = [(c["startCleanTime"], c["timeTakenInMillis"], c["totalFilesDeleted"], c["earliestCommitToRetain"],
+             c["lastCompletedCommitTimestamp"], c["version"], outcome.reason)
+            for c in show_cleans(ref.path) if c["instant"].timestamp in made]
+    return rows or [(None, None, 0, None, None, None, outcome.reason)]
 
 
 @procedure("show_cleans", _TABLE + [optional("limit", "int", 10)],

@@ -26,7 +26,9 @@ COLS = ["id", "name", "ts", "dt"]
                                                           ("COPY_ON_WRITE", "bulk_insert")])
 def test_retried_task_leaves_one_file_per_file_group(spark, tmp_path, table_type, first_operation):
     path = str(tmp_path / "t")
-    opts = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id",
+    # a name of its own: the subprocesses share the test session's metastore, which refuses to re-point a name
+    opts = {"hoodie.table.name": f"killed_{table_type}_{first_operation}".lower(),
+            "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
             "hoodie.datasource.write.table.type": table_type}
     first, second = [(1, "a", 1, "p"), (2, "b", 1, "p")], [(1, "a2", 2, "p"), (3, "c", 2, "p")]
