@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import sqlext
 
-    spark = sqlext.session(master="local[2]", conf={"spark.ui.enabled": "false"})
+    spark = sqlext.session(master="local[2]", metastore=False, conf={"spark.ui.enabled": "false"})
     with tempfile.TemporaryDirectory(prefix="bench-bloom-") as work:
         result = run(spark, os.path.join(work, "t"), DataSet(args.rows, args.batch))
     os.makedirs(args.out, exist_ok=True)

@@ -79,8 +79,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     import sqlext
 
-    spark = sqlext.session(master="local[2]", conf={"spark.ui.enabled": "false",
-                                                    "spark.sql.shuffle.partitions": "4"})
+    # no metastore: the tables live in temporary directories (a catalog would keep their names from run to run)
+    spark = sqlext.session(master="local[2]", metastore=False,
+                           conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-w7-") as work:
         for table_type in args.table_type or ["COPY_ON_WRITE", "MERGE_ON_READ"]:

@@ -335,8 +335,10 @@ def main(argv: list[str] | None = None) -> int:
     log.setLevel(logging.INFO)
     import sqlext
 
-    spark = sqlext.session(master="local[2]", conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-                                                    "spark.ui.showConsoleProgress": "false"})
+    # no metastore: the tables live in temporary directories (a catalog would keep their names from run to run)
+    spark = sqlext.session(master="local[2]", metastore=False,
+                           conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                                 "spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     with tempfile.TemporaryDirectory(prefix="bench-w8-") as work:
         doc = run(cfg, spark, work)
