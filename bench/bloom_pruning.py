@@ -84,7 +84,7 @@ def _step(files: list[tuple[str, pa.Array]], choose) -> dict:
 
 def _pairs(base_path: str, batch: pa.Table) -> list[tuple[str, pa.Array]]:
     """(file, candidate keys) as the bloom index pairs them: the file's partition, inside its key range."""
-    from storage.bloom.footer import footer_own_keys
+    from storage.bloom.footer import footer_key_range
 
     keys = pc.cast(batch["id"], pa.string())
     pairs = []
@@ -94,7 +94,7 @@ def _pairs(base_path: str, batch: pa.Table) -> list[tuple[str, pa.Array]]:
         partition = os.path.relpath(root, base_path)
         for name in sorted(n for n in names if n.endswith(".parquet")):
             path = os.path.join(root, name)
-            low, high = footer_own_keys(pq.read_metadata(path))
+            low, high = footer_key_range(pq.read_metadata(path))
             mask = pc.and_(pc.equal(batch["dt"], partition),
                            pc.and_(pc.greater_equal(keys, low), pc.less_equal(keys, high)))
             pairs.append((path, keys.filter(mask)))

@@ -55,11 +55,17 @@ def footer_bloom_filter(metadata: pq.FileMetaData) -> Optional[BloomFilter]:
     return deserialize_bloom_filter(meta.get(BLOOM_FILTER_TYPE_CODE_KEY.encode()), text, footer_tail_order(metadata))
 
 
-def footer_own_keys(metadata: pq.FileMetaData) -> list[str]:
-    """The footer's min and max record keys (two keys its filter must hold), where present."""
+def footer_key_range(metadata: pq.FileMetaData) -> tuple[Optional[str], Optional[str]]:
+    """(`hoodie_min_record_key`, `hoodie_max_record_key`) of the footer; None where it has none."""
     meta = metadata.metadata or {}
     values = (meta.get(MIN_RECORD_KEY_FOOTER.encode()), meta.get(MAX_RECORD_KEY_FOOTER.encode()))
-    return [v.decode("utf-8", errors="replace") for v in values if v]
+    low, high = (None if v is None else v.decode("utf-8", errors="replace") for v in values)
+    return low, high
+
+
+def footer_own_keys(metadata: pq.FileMetaData) -> list[str]:
+    """The footer's min and max record keys (two keys its filter must hold), where present."""
+    return [k for k in footer_key_range(metadata) if k]
 
 
 def is_legacy_footer(metadata: pq.FileMetaData) -> bool:

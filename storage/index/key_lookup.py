@@ -17,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from storage.bloom import MAX_RECORD_KEY_FOOTER, MIN_RECORD_KEY_FOOTER, BloomFilter, TailOrder
+from storage.bloom import BloomFilter, TailOrder, footer
 from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY, footer_bloom_filter, footer_own_keys
 from storage.io.parquet import parquet_file
 from storage.io.storage import HoodieStorage
@@ -29,12 +29,7 @@ log = logging.getLogger(__name__)
 
 def footer_key_range(path: str, options: StorageOptions) -> tuple[Optional[str], Optional[str]]:
     """(`hoodie_min_record_key`, `hoodie_max_record_key`) of a base file; None where the footer has none."""
-    meta = parquet_file(HoodieStorage.for_path(path, options), path).metadata.metadata or {}
-    return _text(meta.get(MIN_RECORD_KEY_FOOTER.encode())), _text(meta.get(MAX_RECORD_KEY_FOOTER.encode()))
-
-
-def _text(value: Optional[bytes]) -> Optional[str]:
-    return None if value is None else value.decode("utf-8", errors="replace")
+    return footer.footer_key_range(parquet_file(HoodieStorage.for_path(path, options), path).metadata)
 
 
 def trusted_bloom_filter(metadata: pq.FileMetaData, path: str) -> Optional[BloomFilter]:
