@@ -1,6 +1,7 @@
 """The `sqlext` command line.
 
     sqlext sql "STMT; STMT" [-f script.sql] [--output table|csv|json] [--conf k=v ...] [--metastore URI|embedded|none]
+               [--server HOST:PORT | --local] [--user NAME]
     sqlext shell [same options]        interactive: statements end with `;`, may span lines; history (readline)
     sqlext metastore start [--warehouse DIR] [--idle-timeout SECONDS]    a long-lived embedded metastore
     sqlext metastore status [--warehouse DIR] [--json]                    every one of this user (or one)
@@ -13,6 +14,20 @@
 Every statement runs through `sqlext.session()` (the Hudi SQL front end); each statement that returns columns
 prints its rows. An error prints `error: line L:C: message` to stderr and the exit code is 1 (2 for bad usage);
 statements before it have run. Spark's console progress bar shows on stderr during long statements.
+
+`sql` and `shell` send their statements to a running `sqlext serve` instead of starting Spark in this process
+(`select 1`: ~1 s instead of ~8 s on 2 cores) when one is registered for the same warehouse (`--warehouse`, else ./spark-warehouse;
+sqlext.server.registry) and on the catalog a local run would use (the warehouse's embedded metastore, or
+$HIVE_METASTORE_URIS), unless --local, --conf, --master or --metastore is given: those configure a Spark of
+this process. A line on stderr names the server. A server checking passwords (auth plain) is used only with
+`--user NAME` and the password in $SQLEXT_PASSWORD. `--server HOST:PORT` names a server (its --conf pairs are
+settings of the server session). Statements are split here and sent one at a time over the HiveServer2
+protocol (sqlext.server.client), in one server session (SET and USE last for the run); results print as above,
+and Ctrl-C cancels the running statement on the server.
+The server answers SHOW TABLES in HiveQL's column order for BI clients: the CLI shows Spark's, as a local run.
+Values print as in a local run, except two types that travel as text: a STRUCT prints as a JSON object (Spark's
+to_json, without its NULL fields) where a local run prints the array of its field values, and an interval as
+Spark's literal (INTERVAL '1' DAY) where a local run prints Python's timedelta.
 """
 from __future__ import annotations
 
@@ -24,15 +39,30 @@ import decimal
 import json
 import logging
 import os
+import re
 import sys
-from typing import Iterable, TextIO
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence, TextIO
+
 from storage.exception import HoodieError
+
+if TYPE_CHECKING:
+    from sqlext.server.client import Credentials, Endpoint, HiveServerClient
+    from sqlext.server.registry import ServerRecord
 
 log = logging.getLogger("sqlext.cli")
 
 OUTPUTS = ("table", "csv", "json")
 PROMPT, CONTINUATION = "sqlext> ", "     -> "
 HISTORY_FILE = os.path.expanduser("~/.sqlext_history")
+PASSWORD_ENV = "SQLEXT_PASSWORD"
+# options that configure a Spark of this process: given, the statements run here, never on a server
+LOCAL_ONLY_OPTIONS = ("conf", "master", "metastore")
+
+# a statement's result for printing: column names and up to --max-rows + 1 rows (one more says more exist)
+Result = tuple[list[str], Sequence[Sequence]]
+Runner = Callable[[str], Result]
 
 
 class CliError(HoodieError):
@@ -60,8 +90,10 @@ def build_parser() -> argparse.ArgumentParser:
     sql.add_argument("statements", nargs="?", help="SQL text")
     sql.add_argument("-f", "--file", help="read the SQL from this file ('-' for stdin)")
     _session_options(sql)
+    _server_options(sql)
     shell = sub.add_parser("shell", help="interactive SQL prompt")
     _session_options(shell)
+    _server_options(shell)
     ms = sub.add_parser("metastore", help="embedded Hive Metastores: start a long-lived one, list them, stop them")
     ms.add_argument("action", choices=("start", "stop", "status"))
     ms.add_argument("--warehouse", metavar="DIR",
@@ -82,6 +114,16 @@ def build_parser() -> argparse.ArgumentParser:
     config = sub.add_parser("config", help="the hoodie.* keys this engine knows: default, honoured, doc")
     config.add_argument("--key", help="only this key (or one of its alternative spellings)")
     return parser
+
+
+def _server_options(parser: argparse.ArgumentParser) -> None:
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--server", metavar="HOST:PORT",
+                       help="run the statements on this sqlext serve (HiveServer2 binary port)")
+    where.add_argument("--local", action="store_true",
+                       help="run in this process even when a sqlext serve of the warehouse is running")
+    parser.add_argument("--user", metavar="NAME", help=f"log in to the server as NAME, password from ${PASSWORD_ENV} "
+                                                       f"(needed for servers that check passwords)")
 
 
 def _serve_options(serve: argparse.ArgumentParser) -> None:
@@ -123,6 +165,117 @@ def open_session(args):
     return spark
 
 
+# -- a running `sqlext serve` instead of Spark in this process ----------------------------------------------
+@dataclass(frozen=True)
+class ServerChoice:
+    endpoint: Endpoint
+    credentials: Credentials | None
+    record: ServerRecord | None     # None: named with --server (not discovered)
+
+
+def _credentials(args) -> Credentials | None:
+    from sqlext.server.client import Credentials
+
+    if not args.user:
+        return None
+    password = os.environ.get(PASSWORD_ENV)
+    if password is None:
+        raise CliError(f"--user {args.user}: the password is read from ${PASSWORD_ENV}, which is not set")
+    return Credentials(args.user, password)
+
+
+def choose_server(args) -> ServerChoice | None:
+    """The server to run the statements on: --server's, else one discovered for the warehouse; None: local."""
+    from sqlext.server.client import Endpoint
+
+    if args.local:
+        return None
+    credentials = _credentials(args)
+    if args.server is None:
+        return discover_server(args, credentials)
+    spark_options = [f"--{name}" for name in ("master", "metastore", "warehouse") if getattr(args, name)]
+    if spark_options:
+        raise CliError(f"{', '.join(spark_options)} configure Spark in this process: not with --server")
+    try:
+        return ServerChoice(Endpoint.parse(args.server), credentials, None)
+    except ValueError as exc:
+        raise CliError(f"--server {exc}") from None
+
+
+def discover_server(args, credentials: Credentials | None) -> ServerChoice | None:
+    """The newest live server of the warehouse that would do what a local run does; None when there is none,
+    or when an option configures the Spark of this process."""
+    from sqlext.server.client import Endpoint
+    from sqlext.server.registry import live_servers
+    from sqlext.session import METASTORE_ENV, default_warehouse
+
+    local_only = [f"--{name}" for name in LOCAL_ONLY_OPTIONS if getattr(args, name)]
+    if local_only:
+        log.info("%s given: running in this process", ", ".join(local_only))
+        return None
+    warehouse = Path(args.warehouse or default_warehouse()).absolute()
+    for record in live_servers(warehouse):
+        reason = unusable_reason(record, credentials, os.environ.get(METASTORE_ENV))
+        if reason is None:
+            return ServerChoice(Endpoint(record.host, record.port), credentials, record)
+        log.info("sqlext serve at %s:%d (pid %d) not used: %s", record.host, record.port, record.pid, reason)
+    return None
+
+
+def unusable_reason(record: ServerRecord, credentials: Credentials | None, metastore_env: str | None) -> str | None:
+    """Why a discovered server would not do what a local run would (None: it would)."""
+    from sqlext.server.config import AUTH_PLAIN
+
+    if record.auth == AUTH_PLAIN and credentials is None:
+        return f"it checks passwords (--user NAME with ${PASSWORD_ENV})"
+    # a local run uses $HIVE_METASTORE_URIS, else the warehouse's embedded metastore: another catalog would
+    # answer from other tables
+    if metastore_env and record.metastore != metastore_env:
+        return f"its metastore is {record.metastore or 'none'}, not $HIVE_METASTORE_URIS ({metastore_env})"
+    if not metastore_env and not record.embedded_metastore:
+        return f"its metastore is {record.metastore or 'none'}, not the warehouse's embedded one"
+    return None
+
+
+def connect_server(choice: ServerChoice, conf: dict[str, str]) -> HiveServerClient | None:
+    """A client session on the chosen server; None when a discovered server does not answer (then the
+    statements run here). Login and session errors are the user's to see."""
+    from sqlext.server.client import HiveServerClient, HoodieServerConnectionError
+
+    client = HiveServerClient(choice.endpoint, choice.credentials, conf)
+    try:
+        client.open()
+    except HoodieServerConnectionError as exc:
+        if choice.record is None:
+            raise
+        print(f"sqlext: sqlext serve at {choice.endpoint} did not answer ({exc}); running in this process",
+              file=sys.stderr)
+        return None
+    if choice.record is not None:
+        print(f"sqlext: using sqlext serve at {choice.endpoint} (pid {choice.record.pid}); --local runs in this "
+              f"process", file=sys.stderr)
+    return client
+
+
+def server_runner(client: HiveServerClient, max_rows: int) -> Runner:
+    def run(text: str) -> Result:
+        result = client.query(text, limit=max_rows + 1)
+        return spark_column_order(text, result.names, result.rows)
+    return run
+
+
+def spark_column_order(statement: str, columns: list[str], rows: Sequence[Sequence]) -> Result:
+    """The server answers SHOW TABLES with the table name first, for BI clients that read row[0]
+    (sqlext.server.hive_compat); the CLI prints Spark's columns, as a local run does."""
+    from sqlext.server.hive_compat import SHOW_TABLES, TABLE_FIRST
+
+    spark_first = ["namespace", "tableName", "isTemporary"]
+    if not SHOW_TABLES.match(statement) or columns[:3] != list(TABLE_FIRST):
+        return columns, rows
+    order = [columns.index(c) for c in spark_first] + list(range(3, len(columns)))
+    return [columns[i] for i in order], [[row[i] for i in order] for row in rows]
+
+
 # -- printing results ------------------------------------------------------------------------------------
 def _json_value(value):
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
@@ -150,12 +303,17 @@ def _text(value) -> str:
     return str(value)
 
 
-def print_result(df, fmt: str, out: TextIO, max_rows: int) -> None:
-    """Print a statement's result (nothing for a result without columns, e.g. DDL)."""
+def dataframe_rows(df, max_rows: int) -> Result:
+    """A DataFrame's columns and up to `max_rows` + 1 of its rows (none for a result without columns)."""
     columns = df.columns
+    return columns, (df.limit(max_rows + 1).collect() if columns else [])
+
+
+def print_result(columns: list[str], rows: Sequence[Sequence], fmt: str, out: TextIO, max_rows: int) -> None:
+    """Print a statement's result (nothing for a result without columns, e.g. DDL); `rows` beyond `max_rows`
+    only say that more exist."""
     if not columns:
         return
-    rows = df.limit(max_rows + 1).collect()
     more = len(rows) > max_rows
     rows = rows[:max_rows]
     if fmt == "csv":
@@ -184,9 +342,12 @@ def print_result(df, fmt: str, out: TextIO, max_rows: int) -> None:
 # -- running statements ---------------------------------------------------------------------------------
 def error_text(exc: BaseException, statement=None) -> str:
     """`line L:C: message` for the user (positions relative to the whole script)."""
+    from sqlext.server.client import HoodieServerStatusError
     from sqlext.sql import HoodieSqlError
     from sqlext.sql.assign import spark_message
 
+    if isinstance(exc, HoodieServerStatusError):
+        return _server_error_text(exc.message, statement)
     if isinstance(exc, HoodieSqlError):
         message = exc.message
         line, col = exc.line, exc.col
@@ -198,8 +359,24 @@ def error_text(exc: BaseException, statement=None) -> str:
     return f"{where}{message}"
 
 
-def run_script(spark, text: str, fmt: str, out: TextIO, max_rows: int) -> int:
-    """Run each statement of `text`, printing results; stop at the first error (exit code 1)."""
+_SERVER_POSITION = re.compile(r"^line (\d+):(\d+): ")
+
+
+def _server_error_text(message: str, statement) -> str:
+    """The server's message after the statement's position; a position the server gives is within the
+    statement it got, made relative to the whole script as for errors of a local run."""
+    if statement is None:
+        return message
+    found = _SERVER_POSITION.match(message)
+    if found is None:
+        return f"line {statement.position.line}:{statement.position.col}: {message}"
+    line, col = statement.position.absolute(int(found.group(1)), int(found.group(2)))
+    return f"line {line}:{col}: {message[found.end():]}"
+
+
+def run_script(run: Runner, text: str, fmt: str, out: TextIO, max_rows: int) -> int:
+    """Run each statement of `text` with `run` (local_runner / server_runner), printing results; stop at the
+    first error (exit code 1)."""
     from sqlext.sql.errors import HoodieSqlError
     from sqlext.sql.splitter import split_statements
 
@@ -210,12 +387,16 @@ def run_script(spark, text: str, fmt: str, out: TextIO, max_rows: int) -> int:
         return 1
     for statement in statements:
         try:
-            print_result(spark.sql(statement.text), fmt, out, max_rows)
+            print_result(*run(statement.text), fmt, out, max_rows)
         except Exception as exc:  # noqa: BLE001 - every failure is reported the same way
             log.debug("statement failed", exc_info=True)
             print(f"error: {error_text(exc, statement)}", file=sys.stderr)
             return 1
     return 0
+
+
+def local_runner(spark, max_rows: int) -> Runner:
+    return lambda text: dataframe_rows(spark.sql(text), max_rows)
 
 
 def _complete(buffer: str) -> bool:
@@ -239,7 +420,7 @@ SHELL_HELP = """Statements end with ';' and may span lines; results print as the
 """
 
 
-def shell(spark, fmt: str, stdin: TextIO, out: TextIO, max_rows: int) -> int:
+def shell(run: Runner, fmt: str, stdin: TextIO, out: TextIO, max_rows: int) -> int:
     """Read statements ending in `;` (over several lines) and run them; errors are reported and the prompt
     goes on. Exit code 1 when any statement failed (useful when stdin is a file or a pipe)."""
     interactive = stdin.isatty()
@@ -268,10 +449,10 @@ def shell(spark, fmt: str, stdin: TextIO, out: TextIO, max_rows: int) -> int:
             continue
         buffer += line if line.endswith("\n") else line + "\n"
         if _complete(buffer):
-            failed = run_script(spark, buffer, fmt, out, max_rows) != 0 or failed
+            failed = run_script(run, buffer, fmt, out, max_rows) != 0 or failed
             buffer = ""
     if buffer.strip():
-        failed = run_script(spark, buffer, fmt, out, max_rows) != 0 or failed
+        failed = run_script(run, buffer, fmt, out, max_rows) != 0 or failed
     return 1 if failed else 0
 
 
@@ -430,6 +611,30 @@ def _sql_text(args) -> str:
     return args.statements
 
 
+def sql_or_shell(args) -> int:
+    """`sqlext sql` / `sqlext shell`: on a running sqlext serve when there is one to use, else in this process."""
+    text = _sql_text(args) if args.command == "sql" else None
+    conf = parse_conf(args.conf)  # bad --conf fails before Spark starts
+    choice = choose_server(args)
+    client = connect_server(choice, conf) if choice is not None else None
+    if client is not None:
+        try:
+            return run_statements(args, text, server_runner(client, args.max_rows))
+        finally:
+            client.close()
+    spark = open_session(args)
+    try:
+        return run_statements(args, text, local_runner(spark, args.max_rows))
+    finally:
+        spark.stop()
+
+
+def run_statements(args, text: str | None, run: Runner) -> int:
+    if args.command == "sql":
+        return run_script(run, text, args.output, sys.stdout, args.max_rows)
+    return shell(run, args.output, sys.stdin, sys.stdout, args.max_rows)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -456,15 +661,7 @@ def main(argv: list[str] | None = None) -> int:
 
             sys.stdout.write(config_text(args.key))
             return 0
-        text = _sql_text(args) if args.command == "sql" else None
-        parse_conf(args.conf)  # bad --conf fails before Spark starts
-        spark = open_session(args)
-        try:
-            if args.command == "sql":
-                return run_script(spark, text, args.output, sys.stdout, args.max_rows)
-            return shell(spark, args.output, sys.stdin, sys.stdout, args.max_rows)
-        finally:
-            spark.stop()
+        return sql_or_shell(args)
     except CliError as exc:
         print(f"sqlext: {exc}", file=sys.stderr)
         return 2

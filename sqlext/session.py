@@ -21,11 +21,13 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
+from storage.engine import class_data_sharing
 from storage.io.storage_options import session_storage_options, set_default_storage_options
 
 log = logging.getLogger(__name__)
@@ -71,13 +73,18 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
 
     install()
     warehouse_dir = Path(warehouse or default_warehouse()).absolute()
-    settings = {**DEFAULT_CONF, "spark.sql.warehouse.dir": str(warehouse_dir), **(conf or {})}
-    uri, embedded = _metastore(metastore, settings, warehouse_dir)
+    settings = {**DEFAULT_CONF, "spark.sql.warehouse.dir": str(warehouse_dir), **(conf or {}),
+                "spark.app.name": app_name, "spark.master": master or os.environ.get("SPARK_MASTER", "local[*]")}
+    # the metastore starts while Spark's JVM launches (each takes seconds; neither needs the other yet)
+    with ThreadPoolExecutor(1, thread_name_prefix="sqlext-metastore") as pool:
+        attached = pool.submit(_metastore, metastore, dict(settings), warehouse_dir)
+        _launch_jvm(settings)
+        uri, embedded = attached.result()
     if uri is not None:
         settings["spark.sql.catalogImplementation"] = "hive"
         settings["spark.hadoop.hive.metastore.uris"] = uri
         settings.pop("hive.metastore.uris", None)
-    builder = SparkSession.builder.appName(app_name).master(master or os.environ.get("SPARK_MASTER", "local[*]"))
+    builder = SparkSession.builder
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = register(builder.getOrCreate())
@@ -85,6 +92,23 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     set_default_storage_options(lambda: session_storage_options(spark))
     _attach(spark, uri, embedded, str(warehouse_dir))
     return spark
+
+
+def _launch_jvm(settings: dict[str, str]) -> None:
+    """Start Spark's JVM (the py4j gateway) unless one runs, mapping the class data sharing archive; the
+    SparkContext is made later on it, with the metastore settings known by then."""
+    from pyspark import SparkConf, SparkContext
+
+    if SparkContext._gateway is not None:
+        return
+    options = class_data_sharing.java_options(
+        class_data_sharing.spark_archive_key(settings.get("spark.driver.extraClassPath", "")),
+        [sys.executable, "-m", "sqlext.class_data_sharing_training"])
+    if options:
+        user = settings.get("spark.driver.extraJavaOptions", "")
+        settings["spark.driver.extraJavaOptions"] = f"{options} {user}".strip()
+    launch = [(k, v) for k, v in settings.items() if k.startswith("spark.")]  # spark-submit warns about others
+    SparkContext._ensure_initialized(conf=SparkConf(loadDefaults=False).setAll(launch))
 
 
 def client_session(spark: SparkSession) -> SparkSession:

@@ -20,12 +20,12 @@ from pyspark.sql import DataFrame
 from sqlext.server.errors import sqlstate
 from sqlext.sql.errors import HoodieSqlError
 
-_SHOW_TABLES = re.compile(r"^\s*SHOW\s+TABLES\b", re.IGNORECASE)
+SHOW_TABLES = re.compile(r"^\s*SHOW\s+TABLES\b", re.IGNORECASE)
 _DESCRIBE_QUERY = re.compile(r"^\s*(?:DESC|DESCRIBE)\s+(?:EXTENDED\s+|FORMATTED\s+)?\(?\s*(?:SELECT|WITH|VALUES|FROM|TABLE)\b",
                              re.IGNORECASE)
 _DESCRIBE_TABLE = re.compile(r"^\s*(?:DESC|DESCRIBE)\s+(?:TABLE\s+)?(?:EXTENDED\s+|FORMATTED\s+)?([\w.`]+)\s*$",
                              re.IGNORECASE)
-_TABLE_FIRST = ("tableName", "namespace", "isTemporary")
+TABLE_FIRST = ("tableName", "namespace", "isTemporary")
 TABLE_NOT_FOUND = "42P01"
 
 
@@ -43,6 +43,6 @@ def run(sql: Callable[[str], DataFrame], statement: str) -> DataFrame:
                                  f"{described.group(1).replace('`', '')}", line=getattr(exc, "line", None),
                                  col=getattr(exc, "col", None), statement=statement) from exc
         raise
-    if _SHOW_TABLES.match(statement) and set(_TABLE_FIRST) <= set(df.columns):
-        df = df.select(*_TABLE_FIRST, *[c for c in df.columns if c not in _TABLE_FIRST])
+    if SHOW_TABLES.match(statement) and set(TABLE_FIRST) <= set(df.columns):
+        df = df.select(*TABLE_FIRST, *[c for c in df.columns if c not in TABLE_FIRST])
     return df

@@ -1,6 +1,7 @@
 """`HiveService`: the HiveServer2-protocol server over one shared SparkSession — its transports (binary
 NOSASL/SASL port, HTTP `/cliservice`), the authenticator, client sessions and the pool running asynchronous
-statements. `serve()` runs it until SIGTERM / SIGINT."""
+statements. `serve()` runs it until SIGTERM / SIGINT, recorded under the warehouse meanwhile (registry.py) so
+that the `sqlext` CLI of that warehouse sends its statements here instead of starting Spark."""
 from __future__ import annotations
 
 import logging
@@ -10,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from pyspark.sql import SparkSession
 
+from sqlext.server import registry
 from sqlext.server.auth import Authenticator, UsersFile
 from sqlext.server.config import AUTH_PLAIN, ServerConfig
 from sqlext.server.http import HttpServer
@@ -101,14 +103,27 @@ class HiveService:
 
 
 def serve(spark: SparkSession, config: ServerConfig, announce=print) -> None:
-    """Run the server until SIGTERM or SIGINT; `announce` gets the start-up line naming the ports."""
+    """Run the server until SIGTERM or SIGINT; `announce` gets the start-up line naming the ports (by then the
+    server is registered, so a CLI started on that line finds it)."""
     service = HiveService(spark, config).start()
-    binary, http = service.ports
-    announce(f"sqlext serve: listening on {config.host}:{binary} (binary, auth {config.auth})"
-             + (f", http://{config.host}:{http}/{config.http_path}" if http is not None else ""))
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: service.stop())
+    record = None
     try:
+        binary, http = service.ports
+        record = registry.register(_record(spark, config, binary))
+        announce(f"sqlext serve: listening on {config.host}:{binary} (binary, auth {config.auth})"
+                 + (f", http://{config.host}:{http}/{config.http_path}" if http is not None else ""))
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: service.stop())
         service.wait()
     finally:
         service.stop()
+        registry.unregister(record)
+
+
+def _record(spark: SparkSession, config: ServerConfig, port: int) -> registry.ServerRecord:
+    """What a CLI needs to find this server and to tell whether it sees the catalog the CLI would."""
+    catalog = getattr(spark, "_sqlext_catalog", None)
+    warehouse = catalog.warehouse if catalog is not None else spark.conf.get("spark.sql.warehouse.dir")
+    return registry.new_record(config.host, port, config.auth, warehouse.removeprefix("file:"),
+                               catalog.uri if catalog is not None else None,
+                               catalog is not None and catalog.embedded is not None)

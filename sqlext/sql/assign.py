@@ -67,16 +67,22 @@ def expression_types(ctx, frame, items: list[tuple[str, object]]) -> list[DataTy
         raise
 
 
+def quoted(node) -> str:
+    """An expression as the user wrote it, in quotes unless it is a string literal (which has its own)."""
+    sql = node.sql(dialect="spark")
+    return sql if isinstance(node, exp.Literal) and node.is_string else f"'{sql}'"
+
+
 def check_boolean(ctx, dtype: DataType, node, what: str) -> None:
     if not isinstance(dtype, (BooleanType, NullType)):
-        raise ctx.error(f"{what} must be a boolean expression, not {dtype.simpleString()}: "
-                        f"'{node.sql(dialect='spark')}'", node)
+        raise ctx.error(f"{what} must be a boolean expression, not {dtype.simpleString()}: {quoted(node)}", node)
 
 
-def check_assignment(ctx, src: DataType, column: str, dst: DataType, node, table: str) -> None:
+def check_assignment(ctx, src: DataType, column: str, dst: DataType, node, table: str, hint: str = "") -> None:
+    """`hint`: what the user may have meant, appended to the error."""
     if not assignable(src, dst):
         raise ctx.error(f"cannot write a {src.simpleString()} value into column '{column}' "
-                        f"{dst.simpleString()} of {table}: '{node.sql(dialect='spark')}'", node,
+                        f"{dst.simpleString()} of {table}: {quoted(node)}{hint}", node,
                         table=table, column=column)
 
 

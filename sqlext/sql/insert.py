@@ -108,6 +108,7 @@ def _align(ctx, node: exp.Insert, table: HudiTable, source: DataFrame, column_li
     else:
         targets = [c for c in table.columns if c.lower() not in static_lower]
         sources = source.columns
+    positional = column_list is None and not node.args.get("by_name")
     if len(sources) != len(targets):
         raise ctx.error(f"INSERT into {table.name}: the data has {len(sources)} columns but {len(targets)} are "
                         f"expected ({', '.join(targets)})", node.expression, table=table.name)
@@ -124,7 +125,8 @@ def _align(ctx, node: exp.Insert, table: HudiTable, source: DataFrame, column_li
         elif column in source_index:
             i = source_index[column]
             src_type = fields[i].dataType
-            check_assignment(ctx, src_type, column, dtype, _value_node(node.expression, i), table.name)
+            check_assignment(ctx, src_type, column, dtype, _value_node(node.expression, i), table.name,
+                             _order_hint(table, targets) if positional else "")
             value = F.col(f"__hudi_c{i}")
             columns.append((value if src_type == dtype else value.cast(dtype)).alias(column))
         else:
@@ -133,6 +135,16 @@ def _align(ctx, node: exp.Insert, table: HudiTable, source: DataFrame, column_li
                                 node.expression, table=table.name, column=column)
             columns.append(F.lit(None).cast(dtype).alias(column))
     return source.select(*columns)
+
+
+def _order_hint(table: HudiTable, targets: list[str]) -> str:
+    """Values given by position follow the table's column order, where partition columns come last (also after
+    columns added later by ALTER TABLE ADD COLUMNS): say so, and how to name the columns instead."""
+    if not table.partition_fields:
+        return ""
+    return (f" (values without a column list go in the table's column order: {', '.join(targets)}; partition "
+            f"columns ({', '.join(table.partition_fields)}) come last, after added columns; or name the columns: "
+            f"INSERT INTO {table.name} ({', '.join(targets)}) ...)")
 
 
 def _value_node(query: exp.Expression, i: int) -> exp.Expression:

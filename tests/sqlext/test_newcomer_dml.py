@@ -258,3 +258,24 @@ def test_a_path_that_is_no_hudi_table_is_named(hudi_sql, tmp_path):
     with pytest.raises(HoodieSqlError, match=f"no Hudi table at {re.escape(str(missing))}: it has no .hoodie") as info:
         hudi_sql.sql(statement)
     assert (info.value.line, info.value.col) == (1, 15)
+
+
+def test_insert_in_natural_order_after_add_columns_says_partition_columns_come_last(hudi_sql, warehouse):
+    """The user's steps: ADD COLUMNS, then INSERT with the new column's value last. The table's order keeps the
+    partition column last, so the value lands in the wrong column: the error quotes the value once and says so."""
+    path = _table(hudi_sql, warehouse)
+    hudi_sql.sql("ALTER TABLE t ADD COLUMNS (fare DOUBLE)")
+    before = _state(hudi_sql, path)
+    statement = "INSERT INTO t VALUES (9, 'z', 1.5, 2, 'p1', 3.5)"
+    with pytest.raises(HoodieSqlError) as info:
+        hudi_sql.sql(statement)
+    message = str(info.value)
+    assert "cannot write a string value into column 'fare' double of default.t: 'p1' (" in message
+    assert "''" not in message  # the value's quotes once, not garbled
+    assert "table's column order: id, name, price, ts, fare, dt; partition columns (dt) come last" in message
+    assert "INSERT INTO default.t (id, name, price, ts, fare, dt) ..." in message
+    assert (info.value.line, info.value.col) == (1, 39) and info.value.column == "fare"  # at 'p1'
+    assert _state(hudi_sql, path) == before
+    # what the hint says works
+    hudi_sql.sql("INSERT INTO t (id, name, price, ts, dt, fare) VALUES (9, 'z', 1.5, 2, 'p1', 3.5)")
+    assert hudi_sql.sql("SELECT fare, dt FROM t WHERE id = 9").collect()[0] == (3.5, "p1")
