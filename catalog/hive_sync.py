@@ -1,4 +1,4 @@
-"""Hive sync as Apache Hudi's `HiveSyncTool` does it (seed "Hive元数据同步"): make the metastore describe the table.
+"""Hive sync as Apache Hudi's `HiveSyncTool` does it: make the metastore describe the table.
 
 A COW table is synced as one table `<t>`; a MOR table as `<t>_ro` (read-optimized: base files only) and `<t>_rt`
 (realtime: base + log files); `hoodie.datasource.hive_sync.skip_ro_suffix` names the read-optimized one `<t>`.

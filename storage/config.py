@@ -432,7 +432,7 @@ class WriteCommitCallbackConfigKeys:
     """Apache Hudi's commit callback options (`HoodieWriteCommitCallbackConfig`,
     `HoodieWriteCommitKafkaCallbackConfig`), used by storage/callback/.
 
-    Defaults are Hudi's code (the HTTP timeout is 30 s there, though its doc string and seed 003 say 3).
+    Defaults are Hudi's code (the HTTP timeout is 30 s there, though its doc string says 3).
     HTTP_RETRIES is this project's: Hudi's HTTP callback posts once."""
 
     _P = "hoodie.write.commit.callback."
@@ -477,7 +477,7 @@ class CleanConfigKeys:
 
 class ArchivalConfigKeys:
     """Apache Hudi's archival options (`HoodieArchivalConfig`, defaults of Hudi 0.14: min 20 / max 30 instants;
-    the seed's 145 / 150 are older defaults), used by storage/table_service/archival.py."""
+    145 / 150 in older releases), used by storage/table_service/archival.py."""
 
     AUTO_ARCHIVE = _prop("hoodie.archive.automatic", True, parse_bool)
     ASYNC_ARCHIVE = _prop("hoodie.archive.async", False, parse_bool)

@@ -1,4 +1,4 @@
-"""Hudi's file naming (seed "文件管理", spec §5): file ids, write tokens, base and log file names,
+"""Hudi's file naming (spec §5): file ids, write tokens, base and log file names,
 and the `.hoodie_partition_metadata` file."""
 from __future__ import annotations
 

@@ -105,7 +105,7 @@ def plan_key_merge(table: HudiTable, t_alias: str, s_alias: str, on: exp.Express
     clause is an unconditional WHEN MATCHED DELETE."""
     keys = {k.lower() for k in table.record_keys}
     parts = {p.lower() for p in table.partition_fields}
-    per_partition = not table.is_global_index(opts)
+    per_partition = not table.key_is_identity(opts)
     on_pairs = key_equalities(on, t_alias, s_alias, keys | (parts if per_partition else set()))
     if on_pairs is None or not keys <= set(on_pairs):
         return None

@@ -122,7 +122,7 @@ def _inserts_are_new(on: exp.Expression, clauses: list[Clause], sides: MergeSide
     row then names a key no stored row has."""
     table = sides.table
     allowed = {k.lower() for k in table.record_keys}
-    if not table.is_global_index(opts):
+    if not table.key_is_identity(opts):
         allowed |= {p.lower() for p in table.partition_fields}
     pairs = key_equalities(on, sides.t_alias, sides.s_alias, allowed)
     if pairs is None or not {k.lower() for k in table.record_keys} <= set(pairs):

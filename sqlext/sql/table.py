@@ -13,7 +13,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
 from storage.config import HoodieConfig, WriteConfigKeys as WK
-from storage.index.index_factory import create_index
+from storage.index.index_factory import create_index, is_global_index
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from storage.read import read_table
@@ -95,10 +95,10 @@ class HudiTable:
         return create_key_generator(HoodieConfig.of(options), cfg.record_key_fields, cfg.partition_fields,
                                     cfg.keygen_class, cfg.hive_style_partitioning, cfg.url_encode_partitioning)
 
-    def is_global_index(self, options: dict[str, str]) -> bool:
-        """Whether a record is identified by its key alone (as the write client's dedup decides)."""
-        index = (HoodieConfig.of(options).get(WK.INDEX_TYPE) or "").upper()
-        return index.startswith("GLOBAL") or not self.partition_fields
+    def key_is_identity(self, options: dict[str, str]) -> bool:
+        """Whether a record is identified by its key alone (as the write client's dedup decides): under a global
+        index, or in an unpartitioned table."""
+        return is_global_index(HoodieConfig.of(options)) or not self.partition_fields
 
     def moves_partitions(self, options: dict[str, str]) -> bool:
         """Whether a write may give a stored record another partition: its index finds the record in any partition
@@ -111,7 +111,7 @@ class HudiTable:
     def identity(self, options: dict[str, str]) -> Column:
         """A record's identity for new data (columns by name): record key [+ partition path]."""
         kg = self.keygen(options)
-        if self.is_global_index(options):
+        if self.key_is_identity(options):
             return kg.record_key()
         return F.concat_ws("\u0001", kg.record_key(), kg.partition_path())
 
@@ -119,7 +119,7 @@ class HudiTable:
         """The same identity for stored rows, from their meta columns."""
         q = f"`{qualifier}`." if qualifier else ""
         key = F.col(f"{q}`{RECORD_KEY}`")
-        if self.is_global_index(options):
+        if self.key_is_identity(options):
             return key
         return F.concat_ws("\u0001", key, F.col(f"{q}`{PARTITION_PATH}`"))
 

@@ -1,5 +1,5 @@
 """The records of a file slice's log files, as Apache Hudi's HoodieMergedLogRecordScanner sees them
-(seed "Hudi Log 文件格式与读写流程", spec §6).
+(spec §6).
 
 Blocks are read in log-file order (base instant, version, write token) and, inside a file, in the order they
 were appended. A block counts only when

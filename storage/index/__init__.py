@@ -1,4 +1,4 @@
-"""Indexes: where does each incoming record key live? (seed "upsert flow", index types)
+"""Indexes: where does each incoming record key live? (Hudi's HoodieIndex: tagLocation)
 
 An index tags incoming records with the file group that holds their key. SIMPLE / GLOBAL_SIMPLE join incoming
 keys against every key read from the latest base files; BLOOM / GLOBAL_BLOOM (the default, as in Hudi) first

@@ -1,4 +1,4 @@
-"""BLOOM and GLOBAL_BLOOM indexes (seeds 003 and 004, Hudi's HoodieBloomIndex / HoodieGlobalBloomIndex).
+"""BLOOM and GLOBAL_BLOOM indexes (Hudi's HoodieBloomIndex / HoodieGlobalBloomIndex).
 
 1. The driver plans: the latest base files of the batch's partitions (global: of all partitions) with the
    record key range of each, read from their footers in a Spark job (`hoodie.bloom.index.prune.by.ranges`).

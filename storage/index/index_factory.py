@@ -40,6 +40,13 @@ INDEXES: dict[str, Callable[..., HoodieIndex]] = {
     "GLOBAL_BLOOM": _bloom(is_global=True),
     "BUCKET": _bucket,
 }
+GLOBAL_INDEXES = frozenset({"GLOBAL_SIMPLE", "GLOBAL_BLOOM"})
+
+
+def is_global_index(config: HoodieConfig) -> bool:
+    """Whether the configured index finds a record key in any partition (Hudi's HoodieIndex.isGlobal): the one
+    definition, for the write path and the SQL planners alike."""
+    return (config.get(WK.INDEX_TYPE) or "").strip().upper() in GLOBAL_INDEXES
 
 
 def create_index(index_type: str, update_partition_path: bool | None = None,

@@ -1,4 +1,4 @@
-"""Merging the versions of each record key of a file slice, in Arrow (seed "Hudi Log 文件格式与读写流程").
+"""Merging the versions of each record key of a file slice, in Arrow (Hudi's HoodieMergedLogRecordScanner and record merger).
 
 Every candidate carries a write sequence (`_hoodie_write_seq`): base-file rows come first (-1), log records
 follow in the order their blocks were written. The merge mode says which version of a key wins:

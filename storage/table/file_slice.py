@@ -1,4 +1,4 @@
-"""File groups and file slices (seed "文件管理"): a file group is keyed by (partition path, file id) and
+"""File groups and file slices (Hudi's HoodieFileGroup / FileSlice): a file group is keyed by (partition path, file id) and
 holds file slices ordered by base instant; a slice is at most one base file plus its log files."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Archival (Hudi's HoodieTimelineArchiver, timeline layout 1; seed 002 "archive"): keeps the active timeline
+"""Archival (Hudi's HoodieTimelineArchiver, timeline layout 1): keeps the active timeline
 short by moving old instants into `.hoodie/archived/` (read back by storage.timeline.archived_timeline).
 
 Python API: ``archive(base_path_or_meta, options=None, spark=None) -> list[HoodieInstant]`` (the completed

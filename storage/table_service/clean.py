@@ -1,4 +1,4 @@
-"""Clean (Hudi's clean table service; seed 003 "数据清理"): removes file versions the retention policy no longer
+"""Clean (Hudi's clean table service): removes file versions the retention policy no longer
 needs, in three phases on the timeline.
 
 Python API (`CALL run_clean` / `show_cleans` / `show_clean_plans` map onto it):

@@ -1,4 +1,4 @@
-"""Planning a clean (Hudi's CleanPlanner; seed 003 "数据清理"): which file versions a retention policy lets go.
+"""Planning a clean (Hudi's CleanPlanner): which file versions a retention policy lets go.
 
 The driver plans from the timeline and one file-system view (one listing of the table, or of the partitions
 touched since the last clean in incremental mode) and writes nothing; `storage.table_service.clean` saves the

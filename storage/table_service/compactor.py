@@ -1,4 +1,4 @@
-"""Execution of a scheduled compaction (Hudi's HoodieCompactor; seed "数据compaction").
+"""Execution of a scheduled compaction (Hudi's HoodieCompactor).
 
 `<t>.compaction.requested` holds the plan; execution moves it to `<t>.compaction.inflight`, runs one Spark task
 per operation (each merges its file slice's base file and log files with `read_file_slice` and writes a new

@@ -36,6 +36,9 @@ class Action:
     WRITE_ACTIONS = frozenset({COMMIT, DELTA_COMMIT, REPLACE_COMMIT})
     # Pending table-service actions that complete under another action name.
     COMPLETES_AS = {COMPACTION: COMMIT, LOG_COMPACTION: DELTA_COMMIT, CLUSTERING: REPLACE_COMMIT}
+    TABLE_SERVICE_ACTIONS = frozenset(COMPLETES_AS)
+    # Hudi's HoodieTimeline.getCommitsTimeline: every action that writes data, under its pending names too.
+    COMMITS_TIMELINE = WRITE_ACTIONS | TABLE_SERVICE_ACTIONS
 
 
 _NAME_RE = re.compile(r"^(\d{14,20})(?:_(\d{14,20}))?\.([a-z]+)(?:\.(requested|inflight))?$")

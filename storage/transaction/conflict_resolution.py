@@ -25,7 +25,7 @@ from storage.transaction.concurrent_operation import ConcurrentOperation
 log = logging.getLogger(__name__)
 
 SIMPLE_STRATEGY = "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy"
-_TABLE_SERVICES = frozenset({Action.COMPACTION, Action.LOG_COMPACTION, Action.CLUSTERING})
+_TABLE_SERVICES = Action.TABLE_SERVICE_ACTIONS
 
 
 @dataclass(frozen=True)

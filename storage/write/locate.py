@@ -16,6 +16,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.index import create_index
+from storage.index.index_factory import is_global_index
 from storage.index.bucket_index import BUCKET_NUMBER, with_table_index
 from storage.index.hoodie_index import LOOKUP_COUNT, LOOKUP_NULLS, BatchCounting, FrameCache, attach_locations
 from storage.index.simple_index import FILE_ID_FROM_NAME, LOC_FILE_ID, LOC_PARTITION
@@ -30,10 +31,6 @@ from storage.write.task_context import OP_COLUMN, OP_DELETE, OP_WRITE
 _BROADCAST_MAX_RECORDS = 1_000_000  # incoming keys broadcast to the index lookup up to this batch size
 _BROADCAST_MAX_BYTES = 256 * 1024 * 1024  # ... or, not counted, up to this estimated size
 _DELETE_COPY, _MOVED = "_hoodie_delete_copy", "_hoodie_moved"
-
-
-def is_global_index(config: HoodieConfig) -> bool:
-    return config.get(WK.INDEX_TYPE).upper().startswith("GLOBAL")
 
 
 def lookup_needs_partitions(config: HoodieConfig, settings: TableSettings, meta) -> bool:

@@ -1,4 +1,4 @@
-"""Workload profile and bucketing (seed "bucketing parameters"), planned on the driver from counts.
+"""Workload profile and bucketing (Hudi's UpsertPartitioner), planned on the driver from counts.
 
 Updates go to the bucket of their file group. Inserts first fill small files (base files below
 `hoodie.parquet.small.file.limit`) up to `hoodie.parquet.max.file.size`, using the average record size

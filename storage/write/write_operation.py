@@ -29,6 +29,7 @@ from storage.config import HoodieConfig, validate_options
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
 from storage.index.hoodie_index import FrameCache
+from storage.index.index_factory import is_global_index
 from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.keygen import KeyGenerator, arrow_keys
@@ -59,7 +60,6 @@ from storage.engine.spark_partitioning import max_packed_tasks
 from storage.write.locate import (
     deletes_by_matches,
     is_bucketed,
-    is_global_index,
     lookup_needs_partitions,
     lookup_counts,
     matches_profile,

@@ -9,9 +9,7 @@ from storage.timeline.commit_metadata import NULL_COMMIT, HoodieCommitMetadata
 from storage.timeline.instant import Action, HoodieInstant
 from storage.timeline.instant_time import format_instant
 
-# HoodieTimeline.getCommitsTimeline: the actions that write data
-COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.CLUSTERING,
-                            Action.COMPACTION, Action.LOG_COMPACTION})
+COMMIT_ACTIONS = Action.COMMITS_TIMELINE
 
 
 def newest_first(instants) -> list[HoodieInstant]:

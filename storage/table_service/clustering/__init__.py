@@ -1,4 +1,4 @@
-"""Clustering (Hudi's clustering table service; seed 003 "Clustering架构"): small file groups rewritten into fewer,
+"""Clustering (Hudi's clustering table service): small file groups rewritten into fewer,
 larger ones whose rows are ordered for the queries people run, published as a `replacecommit` while writers go on.
 
 Python API (`CALL run_clustering` / `CALL show_clustering` map onto it):

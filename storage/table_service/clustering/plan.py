@@ -1,5 +1,5 @@
-"""Clustering plans (Hudi's SparkSizeBasedClusteringPlanStrategy with ClusteringPlanPartitionFilter; seed 003
-"Clustering架构"): which file slices are rewritten together, saved as `<t>.replacecommit.requested` holding an
+"""Clustering plans (Hudi's SparkSizeBasedClusteringPlanStrategy with ClusteringPlanPartitionFilter): which file
+slices are rewritten together, saved as `<t>.replacecommit.requested` holding an
 Avro HoodieRequestedReplaceMetadata (operationType CLUSTER) whose HoodieClusteringPlan lists the groups.
 
 - Partitions: `hoodie.clustering.plan.strategy.partition.selected` when given (the procedure's predicate ends up
