@@ -1,4 +1,4 @@
-"""The workload whose JVM class loading becomes the class data sharing archive (storage.engine.class_data_sharing):
+"""The workload whose JVM class loading becomes the class data sharing archive (storage.io.class_data_sharing):
 a session without a metastore, copy-on-write and merge-on-read Hudi tables written, merged, read and compacted
 through SQL and the DataFrame API — the classes a session loads for the work users do. Run as
 `python -m sqlext.class_data_sharing_training` by the trainer, which sets where the archive is dumped; exits

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from storage.engine import class_data_sharing
+from storage.io import class_data_sharing
 from storage.io.storage_options import session_storage_options, set_default_storage_options
 
 log = logging.getLogger(__name__)

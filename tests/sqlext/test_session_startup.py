@@ -9,11 +9,11 @@ import sys
 
 import pytest
 
-from storage.engine import class_data_sharing as cds
+from storage.io import class_data_sharing as cds
 
 SCRIPT = """
 import sqlext
-from storage.engine import class_data_sharing as cds
+from storage.io import class_data_sharing as cds
 spark = sqlext.session(metastore=False, warehouse=__import__("sys").argv[1],
                        conf={"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"})
 args = list(spark.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
@@ -29,7 +29,7 @@ def test_session_maps_the_archive_and_survives_an_unusable_one(tmp_path):
     env.update({cds.CACHE_ENV: str(tmp_path / "cache"), cds.ENABLED_ENV: "on", "PYSPARK_PYTHON": sys.executable})
     env.pop(cds.TRAINING_ARCHIVE_ENV, None)
     # the key's archive, made by a JVM of another class path (-version has none): HotSpot refuses it quietly
-    probe = subprocess.run([sys.executable, "-c", "from storage.engine import class_data_sharing as c; "
+    probe = subprocess.run([sys.executable, "-c", "from storage.io import class_data_sharing as c; "
                             "print(c.spark_archive_key().archive)"], env=env, capture_output=True, text=True)
     archive = probe.stdout.strip()
     os.makedirs(os.path.dirname(archive))

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from storage.engine import class_data_sharing as cds
+from storage.io import class_data_sharing as cds
 
 JAVA = cds.java_binary()
 needs_java = pytest.mark.skipif(JAVA is None, reason="no java binary")  # CI machines have Java 17

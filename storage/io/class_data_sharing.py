@@ -10,7 +10,8 @@ HotSpot maps a truncated archive without checking it and dies with SIGBUS, so a 
 carry the final name. A JVM whose class path does not match the archive just starts without it; its CDS
 warnings are silenced because HotSpot prints them on stdout, into the user's query output.
 
-`SQLEXT_CLASS_DATA_SHARING=off` turns all of it off; `SQLEXT_CACHE_DIR` moves the cache.
+`SQLEXT_CLASS_DATA_SHARING=off` turns all of it off; `SQLEXT_CACHE_DIR` moves the cache. (In storage/io: the
+archives are files of the local host, and this layer is where files are touched directly.)
 """
 from __future__ import annotations
 
