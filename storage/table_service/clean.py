@@ -40,6 +40,7 @@ from storage.transaction.transaction_manager import TransactionManager
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
 from storage.timeline.instant import Action, HoodieInstant
 from storage.timeline.instant_time import parse_instant
+from storage.table.action_completion import ActionCompletion, complete_action
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +215,8 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
     results = delete_files(spark, meta.storage, plan.files_per_partition, parallelism)
     crash_point("clean.after_deletes")
     record = clean_metadata_record(instant.timestamp, int((time.time() - started) * 1000), plan, results)
-    completed = timeline.transition_to_complete(inflight, write_avro_container(HOODIE_CLEAN_METADATA, record))
+    completed = complete_action(ActionCompletion(meta, inflight, write_avro_container(HOODIE_CLEAN_METADATA, record),
+                                                 record, "clean"))
     meta.reload()
     log.info("clean %s of %s deleted %d files", instant.timestamp, meta.base_path, record["totalFilesDeleted"])
     return completed

@@ -23,10 +23,10 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from storage.arrow_util import constant_array
-from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.config import HoodieConfig
 from storage.fs_utils import join_path, make_base_file_name, make_write_token
 from storage.table.partition_metadata import write_partition_metadata
-from storage.io.base_file_writer import bloom_options_of, write_base_file
+from storage.io.base_file_writer import write_base_file
 from storage.io.request_metrics import RequestTally, counted_in_task
 from storage.meta_fields import FILE_NAME
 from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice_with_stats
@@ -43,30 +43,19 @@ from storage.table_service.service_execution import finish_execution, service_co
 from storage.write.markers import IOType, create_marker
 from storage.engine.spark_partitioning import packed_frame
 from storage.exception import HoodieCompactionExecutionError
+from storage.table.action_completion import ActionCompletion, complete_action
+from storage.write.task_context import BaseFileTaskSettings
 
 log = logging.getLogger(__name__)
 
 COMPACT_OPERATION = "COMPACT"  # WriteOperationType.COMPACT, as recorded in the commit metadata
 
 
-@dataclass(frozen=True)
-class CompactionTaskContext:
-    """What every compaction task needs; small and picklable."""
+@dataclass(frozen=True, kw_only=True)
+class CompactionTaskContext(BaseFileTaskSettings):
+    """What every compaction task needs (`schema_ipc`: the data schema, no meta columns); small and picklable."""
 
-    base_path: str
-    instant_time: str
-    marker_dir: str
-    schema_ipc: bytes  # data schema (no meta columns)
     read: FileSliceReadContext
-    bloom_options: dict
-    compression: str
-    row_group_bytes: int
-    populate_meta_fields: bool
-    requests: Any = None  # accumulator of the tasks' storage requests
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
 
 
 def operation_slices(meta: HoodieTableMetaClient, operations: list[dict[str, Any]]) -> list[FileSlice]:
@@ -157,12 +146,11 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
     inflight, heartbeat = start_execution(meta, instant_time, Action.COMPACTION, "compaction", config,
                                           HoodieCompactionExecutionError)
     crash_point("compaction.after_inflight")
-    timeline = meta.active_timeline
     try:
         stats = _run_tasks(spark, slices, ctx)
         crash_point("compaction.before_commit")
         metadata = service_commit_metadata(meta, COMPACT_OPERATION, stats, ctx.schema, ctx.marker_dir, compacted=True)
-        timeline.transition_to_complete(inflight, metadata.to_json_bytes())
+        complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, COMPACT_OPERATION))
     finally:
         heartbeat.stop()
     finish_execution(meta, "compaction", ctx.marker_dir)
@@ -180,16 +168,8 @@ def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[F
         raise HoodieCompactionExecutionError(f"table {meta.base_path} has no schema to compact with")
     config = HoodieConfig.of(dict(meta.table_config.props), options or {})
     return CompactionTaskContext(
-        base_path=meta.base_path,
-        instant_time=instant_time,
-        marker_dir=meta.marker_dir(instant_time),
-        schema_ipc=schema.serialize().to_pybytes(),
-        read=FileSliceReadContext.for_table(meta, None, options),
-        bloom_options=bloom_options_of(config),
-        compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
-        row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE),
-        populate_meta_fields=meta.table_config.populate_meta_fields,
-    )
+        **BaseFileTaskSettings.of_table(meta, config, instant_time, schema, meta.table_config.populate_meta_fields),
+        read=FileSliceReadContext.for_table(meta, None, options))
 
 
 def _run_tasks(spark: SparkSession, slices: list[FileSlice], ctx: CompactionTaskContext) -> list[HoodieWriteStat]:

@@ -21,6 +21,7 @@ from storage.table_service.clean_planner import last_completed_clean
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
 from storage.timeline.instant import Action, HoodieInstant, State
+from storage.table.action_completion import ActionCompletion, complete_action
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +52,8 @@ def create_savepoint(table: HoodieTableMetaClient | str, commit_time: str, user:
         meta.storage.create(f"{timeline.path}/{inflight.file_name(1)}")
     # else: a savepoint of this commit died before completing; this call finishes it
     crash_point("savepoint.after_inflight")
-    done = timeline.reload().transition_to_complete(inflight, write_avro_container(HOODIE_SAVEPOINT_METADATA, record))
+    done = complete_action(ActionCompletion(meta, inflight, write_avro_container(HOODIE_SAVEPOINT_METADATA, record),
+                                            record, "savepoint"))
     meta.reload()
     log.info("savepoint %s of %s keeps %d files", commit_time, meta.base_path,
              sum(len(p["savepointDataFile"]) for p in record["partitionMetadata"].values()))

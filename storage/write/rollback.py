@@ -21,6 +21,7 @@ from storage.exception import HoodieRollbackError
 from storage.testing.crash_points import crash_point
 from storage.write.heartbeat import HeartbeatSettings, heartbeat_path, is_writer_alive
 from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
+from storage.table.action_completion import ActionCompletion, complete_action
 
 log = logging.getLogger(__name__)
 
@@ -186,10 +187,10 @@ def _execute_rollback(meta_client: HoodieTableMetaClient, rollback_instant: Hood
             failed_logs.setdefault(req.partition_path, {}).update(req.log_blocks_to_roll_back)
     crash_point("rollback.after_files_deleted")
     took = int((time.time() - started) * 1000)
-    metadata = write_avro_container(HOODIE_ROLLBACK_METADATA,
-                                    rollback_metadata_record(rollback_time, took, instant, deleted, failed,
-                                                             rollback_logs, failed_logs))
-    completed = timeline.transition_to_complete(inflight, metadata)
+    record = rollback_metadata_record(rollback_time, took, instant, deleted, failed, rollback_logs, failed_logs)
+    completed = complete_action(ActionCompletion(meta_client, inflight,
+                                                 write_avro_container(HOODIE_ROLLBACK_METADATA, record), record,
+                                                 "rollback"))
     crash_point("rollback.after_commit")
     _remove_rolled_back(meta_client, instant.timestamp)
     log.info("rolled back failed write %s (%d files deleted) as %s", instant, sum(map(len, deleted.values())), completed)
@@ -347,8 +348,8 @@ def execute_restore(meta: HoodieTableMetaClient, instant: HoodieInstant) -> Hood
         "restoreInstantInfo": list(plan.get("instantsToRollback") or []),
         "extraMetadata": None,
     }
-    completed = meta.active_timeline.reload().transition_to_complete(
-        inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
+    completed = complete_action(ActionCompletion(meta, inflight, write_avro_container(HOODIE_RESTORE_METADATA, record),
+                                                 record, "restore"))
     meta.reload()
     log.info("restored %s: rolled back %d instants as %s", meta.base_path, len(rolled), completed)
     return completed

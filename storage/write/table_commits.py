@@ -18,6 +18,7 @@ from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.timeline.instant import Action
+from storage.table.action_completion import ActionCompletion, complete_action
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,7 @@ def commit_schema_change(meta: HoodieTableMetaClient, schema: pa.Schema) -> str:
                                             separators=(",", ":"))
     requested = timeline.create_requested(action, instant_time)
     inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=ALTER_SCHEMA).to_json_bytes())
-    timeline.transition_to_complete(inflight, md.to_json_bytes())
+    complete_action(ActionCompletion(meta, inflight, md.to_json_bytes(), md, ALTER_SCHEMA))
     meta.reload()
     _fire_callbacks(meta, instant_time, action, ALTER_SCHEMA)
     log.info("schema of %s changed at %s", meta.base_path, instant_time)
@@ -75,7 +76,7 @@ def commit_delete_partitions(meta: HoodieTableMetaClient, partitions: list[str] 
     if schema:
         md.extraMetadata["schema"] = schema
     inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=DELETE_PARTITION).to_json_bytes())
-    timeline.transition_to_complete(inflight, md.to_json_bytes())
+    complete_action(ActionCompletion(meta, inflight, md.to_json_bytes(), md, DELETE_PARTITION))
     meta.reload()
     _fire_callbacks(meta, instant_time, Action.REPLACE_COMMIT, DELETE_PARTITION)
     log.info("replaced %d file groups of %s at %s", sum(map(len, replaced.values())), meta.base_path, instant_time)

@@ -51,38 +51,55 @@ class BucketTarget:
     log: LogTarget | None = None  # set for merge-on-read UPDATE buckets: append to logs instead of merging
 
 
-@dataclass
-class WriteTaskContext:
-    """Everything a write task needs."""
+@dataclass(frozen=True, kw_only=True)
+class BaseFileTaskSettings:
+    """What every task writing base files needs, whichever action it serves (a write, a compaction, a
+    clustering): where, for which instant, with which schema and parquet / bloom filter settings. The action's
+    task context extends it."""
 
     base_path: str
     instant_time: str
     marker_dir: str
-    schema_ipc: bytes  # target schema (meta + data columns) as Arrow IPC, to survive pickling exactly
-    targets: dict[int, BucketTarget]
-    placement: dict[int, int]  # placement key -> bucket id
-    tasks: int = 0  # Spark tasks writing the buckets (each placement key hashes into its bucket's task)
-    merge: MergeSpec = MergeSpec(RecordMergeMode.COMMIT_TIME_ORDERING, None)  # how stored and incoming records merge
+    schema_ipc: bytes  # the schema files are written with, as Arrow IPC (survives pickling exactly)
     bloom_options: dict = field(default_factory=dict)
     compression: str = "snappy"
     row_group_bytes: int = 128 * 1024 * 1024
     populate_meta_fields: bool = True
+    requests: Any = None  # accumulator of the tasks' storage requests (storage.io.request_metrics)
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
+
+    @staticmethod
+    def of_table(meta: HoodieTableMetaClient, config: HoodieConfig, instant_time: str, schema: pa.Schema,
+                 populate_meta_fields: bool) -> dict[str, Any]:
+        """The shared fields for a task context of `meta`'s table, as keyword arguments."""
+        return dict(base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
+                    schema_ipc=serialize_schema(schema), bloom_options=bloom_options_of(config),
+                    compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
+                    row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=populate_meta_fields)
+
+
+@dataclass(frozen=True, kw_only=True)
+class WriteTaskContext(BaseFileTaskSettings):
+    """Everything a write task needs (`schema_ipc`: the target schema, meta and data columns)."""
+
+    targets: dict[int, BucketTarget]
+    placement: dict[int, int]  # placement key -> bucket id
+    tasks: int = 0  # Spark tasks writing the buckets (each placement key hashes into its bucket's task)
+    merge: MergeSpec = MergeSpec(RecordMergeMode.COMMIT_TIME_ORDERING, None)  # how stored and incoming records merge
     avro_schema_json: str | None = None  # table Avro schema with meta fields (merge-on-read log blocks)
     data_block_max_size: int = 256 * 1024 * 1024
     record_key_fields: tuple[str, ...] = ()  # tables without meta fields: keys of stored rows come from these
     complex_keys: bool = False  # ComplexKeyGenerator spelling (`f:v,...`) even for one key field
     data_block_format: str = "avro"  # hoodie.logfile.data.block.format: avro | parquet
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
-    requests: Any = None  # accumulator of the tasks' storage requests (storage.io.request_metrics)
     sort_records: bool = False  # hoodie.bulkinsert.sort.mode GLOBAL_SORT / PARTITION_SORT: new files sorted by key
     merge_max_size: int = WK.MERGE_MAX_SIZE.default  # hoodie.memory.merge.max.size: larger base files merge streamed
     records_per_file: int = 0  # a bulk insert without a plan (storage.write.bulk_insert_handle): rolls over here
     task_keys: KeyGenerator | None = None  # set: the tasks compute record keys and partition paths in Arrow
     combine_by: tuple[str, ...] = ()  # set: the tasks combine a key's records, the greatest of these columns wins
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
 
     @property
     def storage(self) -> HoodieStorage:
@@ -104,13 +121,11 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
     tasks, task_of = pack_tasks(costs, max_tasks) if max_tasks > 0 else (len(plan), list(range(len(plan))))
     keys = placement_keys_for(task_of, tasks)
     return WriteTaskContext(
-        base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
-        schema_ipc=serialize_schema(with_meta_columns(schema)),
+        **BaseFileTaskSettings.of_table(meta, config, instant_time, with_meta_columns(schema),
+                                        settings.populate_meta_fields),
         targets=targets,
         placement={keys[b]: b for b in range(len(plan))}, tasks=tasks,
         merge=resolve_merge_spec(meta.table_config.props, settings.precombine, config.props),
-        bloom_options=bloom_options_of(config), compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
-        row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=settings.populate_meta_fields,
         avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),
                                     separators=(",", ":")) if settings.is_mor else None,
         data_block_max_size=int(config.get(DATA_BLOCK_MAX_SIZE)),

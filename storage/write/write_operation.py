@@ -92,6 +92,7 @@ from storage.write.table_settings import (
     table_config_for,
 )
 from storage.write.task_context import OP_COLUMN, WriteTaskContext, build_task_context
+from storage.table.action_completion import ActionCompletion, complete_action
 
 log = logging.getLogger(__name__)
 
@@ -365,11 +366,13 @@ class WriteOperation:
             if removed:
                 log.info("write %s: removed %d files of failed task attempts: %s", instant_time, len(removed), removed)
             this = ConcurrentOperation.of_commit(instant_time, requested.action, metadata)
-            with located.txn.transaction("commit"):
-                timeline.reload()
+
+            def check() -> None:
                 _check_still_inflight(meta, instant_time)
                 resolve_conflicts(meta, this, located.snapshot)
-                timeline.transition_to_complete(inflight, metadata.to_json_bytes())
+
+            complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, op.metadata_name),
+                            located.txn.transaction("commit"), check)
         except BaseException:
             if not _is_published(meta, instant_time):
                 log.exception("write %s failed; undoing it", instant_time)

@@ -40,6 +40,7 @@ from storage.transaction.conflict_resolution import TimelineSnapshot, candidate_
 from storage.transaction.transaction_manager import TransactionManager
 from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 from storage.write.markers import delete_marker_dir, list_markers
+from storage.table.action_completion import ActionCompletion, complete_action
 
 log = logging.getLogger(__name__)
 
@@ -149,10 +150,13 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
             replaced.setdefault(p, []).append(f)
         metadata = service_commit_metadata(meta, CLUSTER_OPERATION, stats, schema, ctx.marker_dir,
                                            partitionToReplaceFileIds=replaced)
-        with TransactionManager.for_table(meta, config).transaction(f"commit clustering {instant_time}"):
+        def check() -> None:
             meta.reload()
             _check_conflicts(meta, instant_time, plan, snapshot)
-            meta.active_timeline.transition_to_complete(inflight, metadata.to_json_bytes())
+
+        complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, CLUSTER_OPERATION),
+                        TransactionManager.for_table(meta, config).transaction(f"commit clustering {instant_time}"),
+                        check)
     finally:
         heartbeat.stop()
     finish_execution(meta, "clustering", ctx.marker_dir)

@@ -25,10 +25,9 @@ from pyspark.sql import SparkSession
 
 from storage.arrow_util import constant_array, row_numbers
 from storage.config import HoodieConfig
-from storage.config import WriteConfigKeys as WK
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id
 from storage.table.partition_metadata import write_partition_metadata
-from storage.io.base_file_writer import bloom_options_of, write_base_file
+from storage.io.base_file_writer import write_base_file
 from storage.io.request_metrics import counted_in_task
 from storage.layout.space_curve import LayoutOptimizationStrategy, sort_indices
 from storage.meta_fields import COMMIT_SEQNO, COMMIT_TIME, FILE_NAME
@@ -41,42 +40,28 @@ from storage.write.handle import task_ids
 from storage.write.merge_rows import null_meta_fields
 from storage.write.markers import IOType, create_marker
 from storage.engine.spark_partitioning import packed_frame
+from storage.write.task_context import BaseFileTaskSettings
 
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class ClusteringTaskContext:
-    """What every clustering task needs; small and picklable."""
+@dataclass(frozen=True, kw_only=True)
+class ClusteringTaskContext(BaseFileTaskSettings):
+    """What every clustering task needs (`schema_ipc`: the data schema, no meta columns); small and picklable."""
 
-    base_path: str
-    instant_time: str
-    marker_dir: str
-    schema_ipc: bytes  # data schema (no meta columns)
     read: FileSliceReadContext
     sort_columns: tuple[str, ...]
     layout: LayoutOptimizationStrategy
     preserve_commit_metadata: bool
-    bloom_options: dict
-    compression: str
-    row_group_bytes: int
-    populate_meta_fields: bool
-    requests: Any = None
-
-    @property
-    def schema(self) -> pa.Schema:
-        return pa.ipc.read_schema(pa.py_buffer(self.schema_ipc))
 
     @classmethod
     def of(cls, meta: HoodieTableMetaClient, instant_time: str, schema: pa.Schema, sort_columns: tuple[str, ...],
            layout: LayoutOptimizationStrategy, config: HoodieConfig, preserve: bool,
            options: dict[str, str] | None) -> "ClusteringTaskContext":
-        return cls(base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
-                   schema_ipc=schema.serialize().to_pybytes(),
+        return cls(**BaseFileTaskSettings.of_table(meta, config, instant_time, schema,
+                                                   meta.table_config.populate_meta_fields),
                    read=FileSliceReadContext.for_table(meta, None, options), sort_columns=sort_columns,
-                   layout=layout, preserve_commit_metadata=preserve, bloom_options=bloom_options_of(config),
-                   compression=config.get(WK.PARQUET_COMPRESSION_CODEC), row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE),
-                   populate_meta_fields=meta.table_config.populate_meta_fields)
+                   layout=layout, preserve_commit_metadata=preserve)
 
 
 def read_group(slices: list[FileSlice], ctx: ClusteringTaskContext) -> pa.Table:
