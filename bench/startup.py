@@ -62,14 +62,15 @@ def _stop_metastore(cwd: Path, env: dict[str, str]) -> None:
                    capture_output=True, timeout=120)
 
 
-def _local_flag(cwd: Path, env: dict[str, str]) -> list[str]:
-    """`--local` (never reuse a server) where the CLI has it: older trees have no server reuse to turn off."""
-    usage = subprocess.run(_cli("sql", "--help"), cwd=cwd, env=env, capture_output=True, text=True).stdout
+def _local_flag(env: dict[str, str]) -> list[str]:
+    """`--local` (never reuse a server) where the tree's CLI has it: older trees have no server reuse to turn
+    off."""
+    usage = subprocess.run(_cli("sql", "--help"), env=env, capture_output=True, text=True).stdout
     return ["--local"] if "--local" in usage else []
 
 
-def _run_case(case: str, cwd: Path, env: dict[str, str]) -> float:
-    select = _cli("sql", "SELECT 1", *(_local_flag(cwd, env) if case != "cli_server" else []))
+def _run_case(case: str, cwd: Path, env: dict[str, str], local: list[str]) -> float:
+    select = _cli("sql", "SELECT 1", *(local if case != "cli_server" else []))
     if case == "cli_cold":
         _stop_metastore(cwd, env)
         return _timed(select, cwd, env)
@@ -83,7 +84,7 @@ def _run_case(case: str, cwd: Path, env: dict[str, str]) -> float:
         _timed(_cli("metastore", "start", "--warehouse", str(cwd / "spark-warehouse"), "--idle-timeout", "600"),
                cwd, env)
         shutil.rmtree(cwd / "spark-warehouse" / "tiny", ignore_errors=True)
-        _timed(_cli("sql", "DROP TABLE IF EXISTS tiny", *_local_flag(cwd, env)), cwd, env)
+        _timed(_cli("sql", "DROP TABLE IF EXISTS tiny", *local), cwd, env)
         return _timed([sys.executable, "-c", FIRST_WRITE], cwd, env)
     if case == "cli_server":
         return _timed(select, cwd, env)
@@ -113,10 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         cwd = Path(tmp)
         for cds in [s == "on" for s in args.cds.split(",")]:
             env = _env(args.tree, cds)
+            local = _local_flag(env)  # asked once per tree and setting
             for case in cases:
                 server = _with_server(cwd, env) if case == "cli_server" else None
                 try:
-                    times = [_run_case(case, cwd, env) for _ in range(args.runs)]
+                    times = [_run_case(case, cwd, env, local) for _ in range(args.runs)]
                 finally:
                     if server is not None:
                         server.terminate()

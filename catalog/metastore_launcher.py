@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -34,6 +33,7 @@ from catalog.metastore_client import (
 from catalog.metastore_lifecycle import ACTIVITY_FILE, LEASES_DIR, LIFECYCLE_FILE
 from catalog.metastore_server import SERVER_CLASS, location_only_fs_settings, server_classes
 from storage.write.heartbeat import pid_alive
+from storage.io.class_data_sharing import java_binary
 
 log = logging.getLogger(__name__)
 
@@ -168,13 +168,10 @@ def pyspark_jars_dir() -> Path:
 
 
 def java_executable() -> str:
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and (Path(java_home) / "bin" / "java").exists():
-        return str(Path(java_home) / "bin" / "java")
-    found = shutil.which("java")
-    if not found:
+    found = java_binary()
+    if found is None:
         raise MetastoreStartError("no java executable on PATH (and JAVA_HOME not set)")
-    return found
+    return str(found)
 
 
 def log_tail(path: Path, lines: int = 30) -> str:

@@ -52,10 +52,12 @@ def cache_dir() -> Path:
 
 
 def java_binary() -> Path | None:
-    """The java Spark's launcher runs: $JAVA_HOME/bin/java, else the first `java` on PATH."""
+    """The java binary this project's JVMs run (Spark's launcher, the embedded metastore): $JAVA_HOME/bin/java,
+    else the first `java` on PATH; None when there is none."""
     home = os.environ.get("JAVA_HOME")
-    found = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    return Path(found).resolve() if found and os.path.exists(found) else None
+    candidate = Path(home, "bin", "java") if home else None
+    found = candidate if candidate is not None and candidate.exists() else shutil.which("java")
+    return Path(found).resolve() if found else None
 
 
 def _fingerprint(path: Path) -> str:

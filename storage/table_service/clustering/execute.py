@@ -150,13 +150,10 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
             replaced.setdefault(p, []).append(f)
         metadata = service_commit_metadata(meta, CLUSTER_OPERATION, stats, schema, ctx.marker_dir,
                                            partitionToReplaceFileIds=replaced)
-        def check() -> None:
-            meta.reload()
-            _check_conflicts(meta, instant_time, plan, snapshot)
-
+        # the check sees the timeline complete_action has just listed again under the lock
         complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, CLUSTER_OPERATION),
                         TransactionManager.for_table(meta, config).transaction(f"commit clustering {instant_time}"),
-                        check)
+                        lambda: _check_conflicts(meta, instant_time, plan, snapshot))
     finally:
         heartbeat.stop()
     finish_execution(meta, "clustering", ctx.marker_dir)
