@@ -78,6 +78,7 @@ def _session():
 def writer_process(writer: int, writers: int, rounds: int, path: str, opts: dict, barrier, results) -> None:
     from storage.exception import HoodieWriteConflictError
     from storage.client.write_client import HoodieWriteClient
+    from storage.config import HoodieConfig
 
     spark = _session()
     for r in range(1, rounds + 1):
@@ -86,7 +87,7 @@ def writer_process(writer: int, writers: int, rounds: int, path: str, opts: dict
         barrier.wait(timeout=900)
         started = time.monotonic()
         try:
-            result = HoodieWriteClient(spark, path, opts).write(df, "upsert")
+            result = HoodieWriteClient(spark, path, HoodieConfig.of(opts)).write(df, "upsert")
             out = Outcome(r, writer, "committed", result.instant_time, rows)
         except HoodieWriteConflictError as exc:
             out = Outcome(r, writer, "conflict", exc.instant_time, message=str(exc))
@@ -98,6 +99,7 @@ def writer_process(writer: int, writers: int, rounds: int, path: str, opts: dict
 
 
 def compactor_process(rounds: int, path: str, opts: dict, barrier, results) -> None:
+    from storage.config import HoodieConfig
     from storage.exception import HoodieError
     from storage.table_service.clean import run_clean
     from storage.table_service.compaction import run_compaction, schedule_compaction
@@ -107,10 +109,10 @@ def compactor_process(rounds: int, path: str, opts: dict, barrier, results) -> N
         barrier.wait(timeout=900)
         started = time.monotonic()
         try:
-            instant = schedule_compaction(path, opts)
+            instant = schedule_compaction(path, HoodieConfig.of(opts))
             if instant:
-                run_compaction(spark, path, instant, opts)
-            run_clean(spark, path, {**opts, "hoodie.cleaner.commits.retained": "2"})
+                run_compaction(spark, path, instant, HoodieConfig.of(opts))
+            run_clean(spark, path, HoodieConfig.of(opts, {"hoodie.cleaner.commits.retained": "2"}))
             out = Outcome(r, -1, "committed" if instant else "nothing", instant)
         except HoodieError as exc:
             out = Outcome(r, -1, "error", message=f"{type(exc).__name__}: {exc}")
@@ -139,8 +141,9 @@ def run(writers: int, rounds: int, lock: str, mor: bool = False, compactor: bool
     seed = [(w, w, 0, 0, SHARED) for w in range(writers)] + [(1_000 + w, w, 0, 0, f"w{w}") for w in range(writers)]
     spark = spark or _session()
     from storage.client.write_client import HoodieWriteClient
+    from storage.config import HoodieConfig
 
-    HoodieWriteClient(spark, path, opts).write(spark.createDataFrame(seed, SCHEMA), "upsert")
+    HoodieWriteClient(spark, path, HoodieConfig.of(opts)).write(spark.createDataFrame(seed, SCHEMA), "upsert")
     ctx = multiprocessing.get_context("spawn")
     parties = writers + (1 if compactor else 0)
     barrier, results = ctx.Barrier(parties), ctx.Queue()

@@ -201,6 +201,7 @@ def query_ours(spark, path: str, qs: list[Query], data: list[pa.Table], runs: in
 
 def run_ours(spark, workdir: str, table_type: str, cfg: W8Config, data: list[pa.Table],
              qs: list[Query]) -> dict:
+    from storage.config import HoodieConfig
     from storage.table_service.clustering import run_clustering, schedule_clustering
 
     path = os.path.join(workdir, f"hudi_{table_type}")
@@ -219,8 +220,8 @@ def run_ours(spark, workdir: str, table_type: str, cfg: W8Config, data: list[pa.
                "hoodie.clustering.plan.strategy.max.num.groups": "1000",
                "hoodie.parquet.block.size": str(cfg.row_group_bytes)}
     started = time.perf_counter()
-    instant = schedule_clustering(path, cluster, spark)
-    run_clustering(spark, path, [instant], cluster)
+    instant = schedule_clustering(path, HoodieConfig.of(cluster), spark)
+    run_clustering(spark, path, [instant], HoodieConfig.of(cluster))
     cluster_seconds = time.perf_counter() - started
     after = query_ours(spark, path, qs, data, cfg.runs)
     return {"engine": f"ours/{table_type}", "setup_seconds": round(setup, 2), "optimize_seconds": round(cluster_seconds, 3),

@@ -18,11 +18,13 @@ Public API:
     stop_metastore(warehouse=None) -> bool     stop it (False when none ran)
     metastore_status(warehouse=None) -> dict   running, pid, port, uri, mode, idle_s, leases, log_file, ...
         (warehouse defaults to ./spark-warehouse, as sqlext.session(); `sqlext metastore start|stop|status`)
-    embedded_metastores() -> [EmbeddedMetastore]   the running ones of this user on this machine
+    embedded_metastores() -> [EmbeddedMetastore]   the running ones of this user on this machine, orphans
+                                               (warehouse deleted: status() mode "orphan") included
     EmbeddedMetastore(warehouse_dir)    start(keep_alive=False) -> uri, release(), stop(), status() -> dict, uri
     resolve_metastore(conf, warehouse)  -> thrift URI (configured, or embedded started/reused)
     MetastoreClient(uri)                lazy, reconnecting wrapper over hmsclient.HMSClient
     MetastoreError, MetastoreUnavailableError, MetastoreStartError
+    MetastoreWarehouseGoneError         a call after the embedded metastore's warehouse was deleted (it stops)
     ttypes                              the HMS thrift types (Table, Partition, StorageDescriptor, ...)
 
 Table registration (catalog.hoodie_catalog_table): register_table / refresh_table / unregister_table /
@@ -49,6 +51,7 @@ from catalog.metastore_client import (
     MetastoreError,
     MetastoreStartError,
     MetastoreUnavailableError,
+    MetastoreWarehouseGoneError,
     parse_metastore_uris,
 )
 from catalog.metastore_resolution import (
@@ -85,6 +88,7 @@ __all__ = [
     "MetastoreError",
     "MetastoreStartError",
     "MetastoreUnavailableError",
+    "MetastoreWarehouseGoneError",
     "configured_metastore_uri",
     "parse_metastore_uris",
     "resolve_metastore",

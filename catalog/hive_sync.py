@@ -166,8 +166,8 @@ class HiveSyncTool:
         if self.client.get_database(db) is not None:
             return
         if not self.config.auto_create_database:
-            raise HiveSyncError(f"hive database {db} does not exist (hoodie.datasource.hive_sync.auto_create_database"
-                                f"=false) at {self.client.uri}")
+            raise HiveSyncError(f"hive database {db} does not exist ({HK.AUTO_CREATE_DATABASE.key}=false) at "
+                                f"{self.client.uri}")
         self.client.create_database(Database(name=db, description="", parameters={}), if_not_exists=True)
 
     # -- one metastore table ----------------------------------------------------------------------
@@ -386,7 +386,7 @@ def _written_table(spark, location: str, options: Mapping[str, str]) -> tuple[st
     exists, the write options for the table the write creates (None without a name: the write refuses that)."""
     from storage.write.table_settings import MERGE_ON_READ, parse_table_type
 
-    storage = HoodieStorage.for_path(location, session_storage_options(spark, options))
+    storage = HoodieStorage.for_path(location, session_storage_options(spark, HoodieConfig.of(options)))
     if HoodieTableMetaClient.exists(location, storage):
         tc = HoodieTableMetaClient.load(location, storage).table_config
         return tc.name, tc.database_name, tc.is_mor
@@ -406,7 +406,7 @@ def sync_table(base_path: str, metastore_uri: str | None = None, options: Mappin
     meta = HoodieTableMetaClient.load(base_path)
     uri = metastore_uri or HoodieConfig.of(options).get(HK.METASTORE_URIS) or _HOOK.default_uri
     if not uri:
-        raise HiveSyncError(f"no metastore to sync {meta.base_path} to: set hoodie.datasource.hive_sync.metastore.uris")
+        raise HiveSyncError(f"no metastore to sync {meta.base_path} to: set {HK.METASTORE_URIS.key}")
     report = SyncReport(meta.base_path, uri, instant_time, ok=False)
     own_client = client is None
     client = client or MetastoreClient(uri)
@@ -497,8 +497,7 @@ def _session_sync_options() -> dict[str, str]:
         spark = SparkSession.getActiveSession()
         if spark is None:
             return {}
-        return runtime_conf(spark, ("hoodie.datasource.hive_sync.", "hoodie.datasource.meta.sync.",
-                                    "hoodie.datasource.meta_sync."))
+        return runtime_conf(spark, HK.PREFIXES)
     except Exception:
         return {}
 
@@ -516,16 +515,16 @@ def _sync_names(base_path: str, cfg: HoodieConfig) -> tuple[str | None, str | No
 
 def hive_sync_on_commit(event) -> None:
     """Commit callback (storage.write.commit_callback.CommitEvent)."""
-    options = {**_session_sync_options(), **(event.options or {})}
+    options = {**_session_sync_options(), **event.config.props}
     if not sync_enabled(options):
         return
     uri = _sync_uri(options)
     db, table = _sync_names(event.base_path, HoodieConfig.of(options))
     if not uri:
         report = SyncReport(event.base_path, "", event.instant_time, ok=False,
-                            error="hoodie.datasource.hive_sync.enable=true but no metastore URI is set")
+                            error=f"{HK.ENABLE.key}=true but no metastore URI is set")
         _record(report)
-        raise HiveSyncError(f"hive sync of {event.base_path}: {report.error} (hoodie.datasource.hive_sync.metastore.uris)")
+        raise HiveSyncError(f"hive sync of {event.base_path}: {report.error} ({HK.METASTORE_URIS.key})")
     started = time.monotonic()
     sync_table(event.base_path, uri, options, database=db, table=table, client=_HOOK.client(uri),
                instant_time=event.instant_time)

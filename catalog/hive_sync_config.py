@@ -7,7 +7,7 @@ from typing import Mapping
 
 from catalog.hms_ddl import parse_properties
 from catalog.metastore_client import MetastoreError
-from storage.config import HiveSyncConfigKeys as HK, HoodieConfig
+from storage.config import HiveSyncConfigKeys as HK, HoodieConfig, WriteConfigKeys as WK
 from storage.table.meta_client import HoodieTableMetaClient
 
 
@@ -50,7 +50,7 @@ class HiveSyncConfig:
         cfg = HoodieConfig.of(options)
         mode = (cfg.get(HK.MODE) or "hms").lower()
         if mode != "hms":
-            raise HiveSyncError(f"hoodie.datasource.hive_sync.mode={mode!r} is not supported: only 'hms' "
+            raise HiveSyncError(f"{HK.MODE.key}={mode!r} is not supported: only 'hms' "
                                 "(talk to the metastore's Thrift API)")
         tc = meta.table_config
         fields = cfg.get(HK.PARTITION_FIELDS) or [p.partition(":")[0] for p in tc.partition_fields]
@@ -82,7 +82,7 @@ def sync_target(cfg: HoodieConfig, table_name: str, table_database: str | None, 
     """(database, table) a sync of the table named `table_name` (in `table_database`) writes to: the arguments,
     then the hive_sync options, then the table's own name and database (Hudi's defaults), lower-cased as the
     metastore keeps them."""
-    db = database or cfg.get(HK.DATABASE) or cfg.props.get("hoodie.database.name") or table_database or "default"
+    db = database or cfg.get(HK.DATABASE) or cfg.props.get(WK.DATABASE_NAME.key) or table_database or "default"
     return db.lower(), (table or cfg.get(HK.TABLE) or table_name).lower()
 
 

@@ -28,12 +28,12 @@ from catalog.hms_ddl import (
 )
 from catalog.metastore_client import MetastoreClient, MetastoreError
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.config import SparkSqlConfigKeys as SK
+from storage.config import KEY_PREFIX, SparkSqlConfigKeys as SK, TableConfigKeys as TK
 
 log = logging.getLogger(__name__)
 
 # hoodie.properties entries that are bookkeeping, not table settings: not copied to the metastore
-_SKIPPED_PROPS = ("hoodie.table.create.schema", "hoodie.table.checksum")
+_SKIPPED_PROPS = (TK.CREATE_SCHEMA.key, TK.CHECKSUM.key)
 SQL_MANAGED = SK.SQL_MANAGED.key  # our marker: the table lives in its managed location (DROP deletes data)
 
 
@@ -53,7 +53,7 @@ def catalog_table(db: str, name: str, meta: HoodieTableMetaClient, *, managed: b
     by_lower = {f.name.lower(): f.name for f in struct.fields}
     props = spark_table_properties(struct, [by_lower.get(p.lower(), p) for p in partition_fields], 4000,
                                    spark_version())
-    props.update({k: v for k, v in tc.props.items() if k.startswith("hoodie.") and k not in _SKIPPED_PROPS})
+    props.update({k: v for k, v in tc.props.items() if k.startswith(KEY_PREFIX) and k not in _SKIPPED_PROPS})
     props.update({"provider": "hudi", "type": "mor" if tc.is_mor else "cow",
                   "primaryKey": ",".join(tc.record_key_fields)})
     if tc.precombine_field:
@@ -102,7 +102,7 @@ def refresh_table(client: MetastoreClient, db: str, name: str, base_path: str, *
     existing.sd.serdeInfo.parameters = {**serde, **fresh.sd.serdeInfo.parameters}
     # table properties: drop stale hoodie.* / schema parts, keep the rest (e.g. last_commit_time_sync)
     kept = {k: v for k, v in params.items()
-            if not (k.startswith("hoodie.") or k.startswith("spark.sql.sources.schema."))}
+            if not (k.startswith(KEY_PREFIX) or k.startswith("spark.sql.sources.schema."))}
     existing.parameters = {**kept, **fresh.parameters}
     if [(c.name, c.type) for c in existing.partitionKeys or []] != [(c.name, c.type) for c in fresh.partitionKeys]:
         raise TableRegistrationError(f"partition columns of {db}.{name} differ between the metastore and "

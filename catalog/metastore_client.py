@@ -23,6 +23,7 @@ from hmsclient.genthrift.hive_metastore.ttypes import (
     Partition,
     Table,
 )
+from thrift.Thrift import TApplicationException
 from thrift.protocol import TBinaryProtocol
 from thrift.transport import TSocket, TTransport
 from thrift.transport.TTransport import TTransportException
@@ -53,6 +54,17 @@ class MetastoreUnavailableError(MetastoreError):
 
 class MetastoreStartError(MetastoreError):
     """The embedded metastore did not come up; the message carries the tail of its logs."""
+
+
+# How the embedded metastore's answer to a call starts once its directory is gone (LoopbackHiveMetaStore.java's
+# DirectoryGuard.PREFIX): such an answer becomes a `MetastoreWarehouseGoneError`.
+WAREHOUSE_GONE_PREFIX = "the embedded Hive metastore of warehouse "
+
+
+class MetastoreWarehouseGoneError(MetastoreUnavailableError):
+    """The warehouse of an embedded metastore (or its ``.metastore`` directory) was deleted or replaced while in use:
+    the metastore stopped with the Derby database that held its tables, and none is started in its place (that
+    would recreate the deleted warehouse, empty)."""
 
 
 def _describe(exc: BaseException) -> str:
@@ -176,6 +188,11 @@ class MetastoreClient:
                     self.close()
                     if attempt == 2:
                         raise
+                except TApplicationException as exc:
+                    if not str(exc.message or "").startswith(WAREHOUSE_GONE_PREFIX):
+                        raise
+                    self.close()  # the metastore is stopping: retrying would only meet a closed port
+                    raise MetastoreWarehouseGoneError(self._uri, str(exc.message)) from exc
                 except _TRANSPORT_ERRORS as exc:
                     self.close()
                     if attempt == 2 or _is_timeout(exc):

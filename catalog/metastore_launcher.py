@@ -4,7 +4,8 @@
 a JVM detached from the calling process, and waits until it answers a Thrift call. The JVM runs
 `catalog.metastore_server`'s class: the metastore has no authentication and Hive 2.3 no bind-host setting, so
 that class binds it to 127.0.0.1 (reachable from this machine only) and stops it when unused
-(`catalog.metastore_lifecycle`). The process helpers find the JVMs of one warehouse (`metastore_pids`), guard
+(`catalog.metastore_lifecycle`). The process helpers find the JVMs of one warehouse (`metastore_pids`) and every
+metastore JVM of this user and registry (`metastore_processes`, also those whose warehouse is gone), guard
 against pid reuse (`is_metastore_process`) and end them (`terminate`). Which metastore to reuse or start is
 `catalog.embedded_metastore`'s business.
 """
@@ -15,6 +16,7 @@ import logging
 import os
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Callable, Mapping
@@ -30,7 +32,8 @@ from catalog.metastore_client import (
     ThriftAddress,
     parse_metastore_uris,
 )
-from catalog.metastore_lifecycle import ACTIVITY_FILE, LEASES_DIR, LIFECYCLE_FILE
+from catalog import metastore_registry
+from catalog.metastore_lifecycle import ACTIVITY_FILE, LEASES_DIR, LIFECYCLE_FILE, check_interval_s
 from catalog.metastore_server import SERVER_CLASS, location_only_fs_settings, server_classes
 from storage.write.heartbeat import pid_alive
 from storage.io.class_data_sharing import java_binary
@@ -40,6 +43,7 @@ log = logging.getLogger(__name__)
 LOOPBACK = "127.0.0.1"
 HMS_MAIN_CLASS = "org.apache.hadoop.hive.metastore.HiveMetaStore"  # what earlier versions ran (all interfaces)
 METASTORE_MAIN_CLASSES = (SERVER_CLASS, HMS_MAIN_CLASS)
+CHECK_INTERVAL_PROPERTY = "sqlext.metastore.check.interval.ms"  # read by the watchdog of LoopbackHiveMetaStore
 
 
 class _PortTaken(Exception):
@@ -245,14 +249,83 @@ def is_metastore_process(pid: int, conf_dir: Path, main_classes: tuple[str, ...]
             and pid_alive(pid))
 
 
-def metastore_pids(conf_dir: Path) -> list[int]:
-    """All live metastore JVMs started for this conf dir (finds orphans without a state file, and JVMs that
-    earlier versions started with HiveMetaStore's own main)."""
+def _owned_by_me(pid: int) -> bool:
+    # Only this user's processes: another user's metastore of a same-named path is not ours to list or stop.
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+    except OSError:
+        return False
+
+
+def _pids() -> list[int]:
     proc = Path("/proc")
-    if not proc.is_dir():
-        return []
-    return [int(p.name) for p in proc.iterdir() if p.name.isdigit()
-            and is_metastore_process(int(p.name), conf_dir)]
+    return [int(p.name) for p in proc.iterdir() if p.name.isdigit()] if proc.is_dir() else []
+
+
+def metastore_pids(conf_dir: Path) -> list[int]:
+    """All live metastore JVMs of this user started for this conf dir (finds orphans without a state file, and
+    JVMs that earlier versions started with HiveMetaStore's own main)."""
+    return [pid for pid in _pids() if is_metastore_process(pid, conf_dir) and _owned_by_me(pid)]
+
+
+@dataclass(frozen=True)
+class MetastoreProcess:
+    """A metastore JVM found by its command line: what it was started for, whatever became of that directory."""
+
+    pid: int
+    port: int | None
+    metastore_dir: Path  # <warehouse>/.metastore, as the path read when it started
+
+    @property
+    def warehouse(self) -> Path:
+        return self.metastore_dir.parent
+
+
+def _option(args: list[str], name: str) -> str | None:
+    return next((a.split("=", 1)[1] for a in args if a.startswith(f"-D{name}=")), None)
+
+
+def _parse_metastore_process(pid: int, args: list[str]) -> MetastoreProcess | None:
+    if SERVER_CLASS in args:  # LoopbackHiveMetaStore <port> <metastore dir>
+        i = args.index(SERVER_CLASS)
+        with contextlib.suppress(IndexError, ValueError):
+            return MetastoreProcess(pid, int(args[i + 1]), Path(args[i + 2]))
+        return None
+    home = _option(args, "derby.system.home")  # HiveMetaStore's own main, as earlier versions ran it
+    if HMS_MAIN_CLASS not in args or home is None:
+        return None
+    port = args[args.index("-p") + 1] if "-p" in args[:-1] else ""
+    return MetastoreProcess(pid, int(port) if port.isdigit() else None, Path(home))
+
+
+def metastore_processes(*, this_registry_only: bool = True) -> list[MetastoreProcess]:
+    """Every live metastore JVM of this user on this machine (that belongs to this registry, by its command
+    line's tag, unless `this_registry_only` is False), including those whose warehouse was deleted."""
+    found = []
+    for pid in _pids():
+        args = _cmdline(pid)
+        if (not args or not any(c in args for c in METASTORE_MAIN_CLASSES) or not _owned_by_me(pid)
+                or (this_registry_only and not metastore_registry.tagged_for_this_registry(args))):
+            continue
+        process = _parse_metastore_process(pid, args)
+        if process is not None and pid_alive(pid):
+            found.append(process)
+    return found
+
+
+def directory_identity(path: Path | str) -> tuple[int, int] | None:
+    """(device, inode) of a directory; None when there is none at `path`."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None
+
+
+def process_cwd_identity(pid: int) -> tuple[int, int] | None:
+    """(device, inode) of a process's working directory (the launcher starts the JVM in its metastore dir, so
+    this is the directory it was started in, even after that one was deleted or replaced)."""
+    return directory_identity(f"/proc/{pid}/cwd")
 
 
 def terminate(pid: int, timeout_s: float = 20.0) -> None:
@@ -323,6 +396,8 @@ class MetastoreLauncher:
             "-Dhive.log.file=hive.log",
             f"-Dderby.stream.error.file={self.paths.derby_log}",
             f"-Dderby.system.home={self.paths.root}",
+            f"-D{CHECK_INTERVAL_PROPERTY}={max(1, round(check_interval_s() * 1000))}",
+            metastore_registry.jvm_tag(),  # how `sqlext metastore status|stop --all` find it, warehouse or not
             "-cp", os.pathsep.join([str(server_classes(jars, java)), f"{jars}/*", str(self.paths.conf_dir)]),
             SERVER_CLASS, str(port), str(self.paths.root),
         ]

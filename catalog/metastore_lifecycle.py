@@ -8,8 +8,12 @@ metastore's own watchdog (in its JVM, catalog/java/LoopbackHiveMetaStore.java) e
   or a connection, or
 - after ``idle.timeout.s`` (default 10 minutes) without leases, connections or calls.
 
-`sqlext metastore start` makes it a *service* (``keep.alive``): only its idle timeout, if one was given, ends
-it. The watchdog reports what it sees in ``activity.properties`` (connections, live leases, last use).
+Whatever its mode, it also ends once its ``.metastore`` directory (or its warehouse) is deleted or replaced:
+its Derby database went with it, so nobody can use it again (a call arriving then gets an error naming the
+warehouse). `sqlext metastore start` makes it a *service* (``keep.alive``): only its idle timeout, if one was
+given, or that deletion ends it. The watchdog checks every ``$SQLEXT_METASTORE_CHECK_INTERVAL_S`` seconds
+(default 0.5, at most 60; read when the metastore starts) and reports what it sees in ``activity.properties``
+(connections, live leases, last use).
 
 A lease is released when its process exits (nothing to refresh); `release_leases` at interpreter exit only
 makes that immediate.
@@ -30,9 +34,28 @@ from storage.write.heartbeat import pid_alive
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TIMEOUT_S = 600
+CHECK_INTERVAL_ENV = "SQLEXT_METASTORE_CHECK_INTERVAL_S"
+DEFAULT_CHECK_INTERVAL_S = 0.5
+MAX_CHECK_INTERVAL_S = 60.0
 LIFECYCLE_FILE = "lifecycle.properties"
 ACTIVITY_FILE = "activity.properties"
 LEASES_DIR = "leases"
+
+
+def check_interval_s() -> float:
+    """How often a metastore started now checks its directory, leases and idle time (seconds)."""
+    value = os.environ.get(CHECK_INTERVAL_ENV, "").strip()
+    if not value:
+        return DEFAULT_CHECK_INTERVAL_S
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds <= MAX_CHECK_INTERVAL_S:
+        log.warning("ignoring %s=%r: expected seconds in (0, %g]; using %g", CHECK_INTERVAL_ENV, value,
+                    MAX_CHECK_INTERVAL_S, DEFAULT_CHECK_INTERVAL_S)
+        return DEFAULT_CHECK_INTERVAL_S
+    return seconds
 
 
 # ----------------------------------------------------------------------------------------------
@@ -153,13 +176,15 @@ class MetastoreActivity:
     leases: int
     in_use: bool
     last_used_ms: int
+    check_interval_ms: int = 0  # 0: written by a metastore that did not report it
 
     @classmethod
     def load(cls, root: Path) -> MetastoreActivity | None:
         props = read_properties(root / ACTIVITY_FILE)
         try:
             return cls(pid=int(props["pid"]), connections=int(props["connections"]), leases=int(props["leases"]),
-                       in_use=props.get("in.use") == "true", last_used_ms=int(props["last.used.ms"]))
+                       in_use=props.get("in.use") == "true", last_used_ms=int(props["last.used.ms"]),
+                       check_interval_ms=int(props.get("check.interval.ms", 0)))
         except (KeyError, ValueError):
             return None
 

@@ -1,9 +1,12 @@
-"""The embedded metastores of this user on this machine: one small file per warehouse whose metastore was started.
+"""The embedded metastores of this user on this machine: one small file per warehouse whose metastore was started,
+and a tag on each metastore JVM's command line naming the registry it belongs to.
 
 `sqlext metastore status` and `sqlext metastore stop --all` read it. It lives in
 ``$XDG_STATE_HOME/sqlext/metastores`` (``~/.local/state/sqlext/metastores``), or where
 ``$SQLEXT_METASTORE_REGISTRY`` points (tests use their own, so they never see or stop anyone else's).
-An entry only points at a warehouse: whether its metastore runs is read from the warehouse itself.
+An entry only points at a warehouse: whether its metastore runs is read from the warehouse itself. The tag
+(``-Dsqlext.metastore.registry=<dir>``) is what finds a metastore whose warehouse was deleted, or whose entry was
+overwritten by a newer metastore of a warehouse of the same path: the process list outlives both.
 """
 from __future__ import annotations
 
@@ -16,14 +19,31 @@ from pathlib import Path
 log = logging.getLogger(__name__)
 
 REGISTRY_ENV = "SQLEXT_METASTORE_REGISTRY"
+REGISTRY_PROPERTY = "sqlext.metastore.registry"  # a JVM system property nobody reads: only a tag for ps/procfs
 
 
 def registry_dir() -> Path:
     configured = os.environ.get(REGISTRY_ENV)
     if configured:
-        return Path(configured)
+        return Path(configured).absolute()
     state_home = os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state"
-    return Path(state_home) / "sqlext" / "metastores"
+    return (Path(state_home) / "sqlext" / "metastores").absolute()
+
+
+def jvm_tag() -> str:
+    """The command-line option that marks a metastore JVM as one of this registry."""
+    return f"-D{REGISTRY_PROPERTY}={registry_dir()}"
+
+
+def tagged_for_this_registry(args: list[str]) -> bool:
+    """Whether a metastore JVM with command line `args` belongs to this registry.
+
+    An untagged JVM (started by a version without tags) belongs to the default registry only."""
+    prefix = f"-D{REGISTRY_PROPERTY}="
+    tag = next((a[len(prefix):] for a in args if a.startswith(prefix)), None)
+    if tag is None:
+        return not os.environ.get(REGISTRY_ENV)
+    return Path(tag) == registry_dir()
 
 
 def _entry(warehouse: Path) -> Path:

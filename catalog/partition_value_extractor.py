@@ -8,6 +8,8 @@ from __future__ import annotations
 from typing import Callable
 from urllib.parse import unquote
 
+from storage.config import HiveSyncConfigKeys as HK
+
 PartitionValueExtractor = Callable[[str], list[str]]
 
 
@@ -62,7 +64,7 @@ def extractor_for(class_name: str | None, partitioned: bool, url_encoded: bool =
         short = class_name.rsplit(".", 1)[-1]
         if short not in EXTRACTORS:
             raise ValueError(f"unknown partition value extractor {class_name!r} "
-                             f"(hoodie.datasource.hive_sync.partition_extractor_class); known: {', '.join(EXTRACTORS)}")
+                             f"({HK.PARTITION_EXTRACTOR_CLASS.key}); known: {', '.join(EXTRACTORS)}")
         base = EXTRACTORS[short]
     if not url_encoded:
         return base

@@ -13,6 +13,8 @@ log = logging.getLogger(__name__)
 
 
 def _workload(spark, warehouse: str) -> None:
+    from storage.config import WriteConfigKeys as WK
+
     spark.sql("SELECT 1").collect()
     for kind in ("cow", "mor"):
         spark.sql(f"""CREATE TABLE cds_{kind} (id INT, name STRING, ts BIGINT, day STRING) USING hudi
@@ -25,9 +27,8 @@ def _workload(spark, warehouse: str) -> None:
     spark.sql("CALL run_compaction(op => 'scheduleAndExecute', table => 'cds_mor')").collect()
     frame = spark.createDataFrame([(3, "f", 3, "d1")], "id int, name string, ts long, day string")
     path = f"{warehouse}/cds_frame"
-    frame.write.format("hudi").options(**{"hoodie.table.name": "cds_frame",
-                                          "hoodie.datasource.write.recordkey.field": "id",
-                                          "hoodie.datasource.write.precombine.field": "ts"}).mode("append").save(path)
+    frame.write.format("hudi").options(**{WK.TABLE_NAME.key: "cds_frame", WK.RECORDKEY_FIELD.key: "id",
+                                          WK.PRECOMBINE_FIELD.key: "ts"}).mode("append").save(path)
     spark.read.format("hudi").load(path).toPandas()
 
 

@@ -4,8 +4,8 @@
                [--server HOST:PORT | --local] [--user NAME]
     sqlext shell [same options]        interactive: statements end with `;`, may span lines; history (readline)
     sqlext metastore start [--warehouse DIR] [--idle-timeout SECONDS]    a long-lived embedded metastore
-    sqlext metastore status [--warehouse DIR] [--json]                    every one of this user (or one)
-    sqlext metastore stop [--warehouse DIR | --all]
+    sqlext metastore status [--warehouse DIR | --all] [--json]            every one of this user (or one)
+    sqlext metastore stop [--warehouse DIR | --all]                       --all: orphans too (warehouse deleted)
     sqlext serve [--host H] [--port P] [--http-port P|none] [--auth nosasl|none|plain] [--users FILE] [...]
     sqlext serve --add-user NAME --users FILE     (password from the terminal, or one line of stdin)
     sqlext demo [--path DIR]
@@ -100,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="warehouse directory (default: the sqlext default; for status: every metastore)")
     ms.add_argument("--idle-timeout", type=int, metavar="SECONDS",
                     help="start: stop it after this many seconds unused (default: keep it until stopped)")
-    ms.add_argument("--all", action="store_true", help="stop: every embedded metastore of this user")
+    ms.add_argument("--all", action="store_true",
+                    help="status, stop: every embedded metastore of this user, including orphans (whose warehouse "
+                         "was deleted)")
     ms.add_argument("--json", action="store_true", help="status: one JSON object per metastore")
     _serve_options(sub.add_parser("serve", help="HiveServer2-protocol (Thrift) server: JDBC, beeline, PyHive, "
                                                 "BI tools run SQL through the Hudi SQL front end"))
@@ -472,8 +474,8 @@ def metastore(args, out: TextIO) -> int:
     """`sqlext metastore start|status|stop`: a long-lived (service) metastore, this user's metastores."""
     from catalog import embedded_metastores, metastore_status, start_metastore, stop_metastore
 
-    if args.all and (args.action != "stop" or args.warehouse):
-        raise CliError("--all goes with `metastore stop` and without --warehouse")
+    if args.all and (args.action == "start" or args.warehouse):
+        raise CliError("--all goes with `metastore status` or `metastore stop`, without --warehouse")
     if args.idle_timeout is not None and (args.action != "start" or args.idle_timeout < 0):
         raise CliError("--idle-timeout SECONDS (>= 0) goes with `metastore start`")
     if args.json and args.action != "status":
@@ -481,8 +483,8 @@ def metastore(args, out: TextIO) -> int:
     if args.action == "start":
         out.write(start_metastore(args.warehouse, keep_alive=True, idle_timeout_s=args.idle_timeout) + "\n")
     elif args.action == "stop" and args.all:
-        stopped = [m.paths.warehouse for m in embedded_metastores() if m.stop()]
-        out.write("".join(f"stopped {w}\n" for w in stopped) or "no embedded metastore running\n")
+        stopped = [line for m in embedded_metastores() if (line := _stop_line(m))]
+        out.write("".join(f"{line}\n" for line in stopped) or "no embedded metastore running\n")
     elif args.action == "stop":
         out.write(("stopped" if stop_metastore(args.warehouse) else "not running") + "\n")
     elif args.warehouse:
@@ -490,6 +492,15 @@ def metastore(args, out: TextIO) -> int:
     else:
         _print_metastores([m.status() for m in embedded_metastores()], args.json, out)
     return 0
+
+
+def _stop_line(metastore) -> str | None:
+    """Stop one metastore of `stop --all`; what to print (None when it had stopped by itself meanwhile)."""
+    orphans = [] if metastore.is_running() else metastore.orphans()
+    if not metastore.stop():
+        return None
+    problem = f" (orphan: {orphans[0].problem})" if orphans else ""
+    return f"stopped {metastore.paths.warehouse}{problem}"
 
 
 def _print_metastores(statuses: list[dict], as_json: bool, out: TextIO) -> None:
@@ -500,10 +511,16 @@ def _print_metastores(statuses: list[dict], as_json: bool, out: TextIO) -> None:
         out.write("no embedded metastore running\n")
         return
     columns = ("warehouse", "pid", "port", "mode", "idle_s", "leases", "connections")
-    rows = [[str(len(s[c]) if c == "leases" else s.get(c, "")) for c in columns] for s in statuses]
+    # an orphan running next to a newer metastore of the same path gets a row of its own
+    statuses = [*statuses, *({"warehouse": s["warehouse"], "mode": "orphan", **o} for s in statuses
+                             for o in s.get("orphans", []) if o["pid"] != s.get("pid"))]
+    rows = [[str(len(s.get(c) or []) if c == "leases" else s.get(c, "")) for c in columns] for s in statuses]
     widths = [max(len(c), *(len(r[i]) for r in rows)) for i, c in enumerate(columns)]
     for row in [list(columns), *rows]:
         out.write("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() + "\n")
+    for s in statuses:
+        if s.get("mode") == "orphan":  # why it is one
+            out.write(f"orphan pid {s['pid']}: {s['problem']} (`sqlext metastore stop --all` ends it)\n")
 
 
 def serve(args) -> int:

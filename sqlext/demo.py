@@ -27,17 +27,18 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     import sqlext
+    from storage.config import WriteConfigKeys as WK
     from storage.table.meta_client import HoodieTableMetaClient
 
     spark = sqlext.session(conf={"spark.ui.showConsoleProgress": "false"})
     spark.sparkContext.setLogLevel("ERROR")
     shutil.rmtree(args.path, ignore_errors=True)
     options = {
-        "hoodie.table.name": "demo_trips",
-        "hoodie.datasource.write.recordkey.field": "id",
-        "hoodie.datasource.write.precombine.field": "ts",
-        "hoodie.datasource.write.partitionpath.field": "city",
-        "hoodie.datasource.write.hive_style_partitioning": "true",
+        WK.TABLE_NAME.key: "demo_trips",
+        WK.RECORDKEY_FIELD.key: "id",
+        WK.PRECOMBINE_FIELD.key: "ts",
+        WK.PARTITIONPATH_FIELD.key: "city",
+        WK.HIVE_STYLE_PARTITIONING.key: "true",
     }
     schema = "id int, rider string, fare double, ts long, city string"
     trips = [(1, "alice", 12.5, 1, "paris"), (2, "bob", 7.0, 1, "paris"), (3, "carol", 30.0, 1, "tokyo")]
@@ -50,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
           spark.read.format("hudi").load(args.path).select("id", "rider", "fare", "city"))
 
     spark.createDataFrame([(1, "alice", 0.0, 3, "paris")], schema).write.format("hudi").options(**options) \
-        .option("hoodie.datasource.write.operation", "delete").mode("append").save(args.path)
+        .option(WK.OPERATION.key, "delete").mode("append").save(args.path)
     table = spark.read.format("hudi").load(args.path)
     _show("after delete (alice removed)", table.select("id", "rider", "fare", "city"))
     table.createOrReplaceTempView("trips")

@@ -266,6 +266,7 @@ class TimestampKeyGeneratorKeys:
     """TimestampBasedKeyGenerator options (Hudi's TimestampKeyGeneratorConfig; the `hoodie.deltastreamer.`
     spellings are its deprecated alternatives). Timezones default to UTC, as hudi-rs assumes."""
 
+    PREFIX = "hoodie.keygen.timebased."  # the family, as a new table keeps it in hoodie.properties
     _OLD = "hoodie.deltastreamer.keygen.timebased."
     TIMESTAMP_TYPE = _prop("hoodie.keygen.timebased.timestamp.type", None, str, _OLD + "timestamp.type")
     SCALAR_TIME_UNIT = _prop("hoodie.keygen.timebased.timestamp.scalar.time.unit", "SECONDS", str,
@@ -280,14 +281,20 @@ class TimestampKeyGeneratorKeys:
                      doc="input and output timezone at once; wins over the two above, as in Hudi")
 
 
-@dataclass
+@dataclass(frozen=True)
 class HoodieConfig:
-    """User options as given (string to string), answering typed values for `ConfigProperty` keys."""
+    """User options as given (string to string), answering typed values for `ConfigProperty` keys.
+
+    The one form options take inside storage/: the entry points (sqlext/, catalog/) wrap what the user gave with
+    `of` and pass the config down; an optional config defaults to an empty `HoodieConfig()`. Where a table's
+    properties meet the options, `HoodieTableConfig.with_options` (storage/table/table_config.py) layers them."""
 
     props: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, *sources: Mapping[str, Any] | None) -> "HoodieConfig":
+        """The options of `sources` merged, later ones winning; values as text (booleans true / false, lists
+        comma-separated), None values left out."""
         merged: dict[str, str] = {}
         for source in sources:
             for key, value in (source or {}).items():
@@ -317,6 +324,10 @@ class HoodieConfig:
     def with_values(self, values: Mapping[str, Any]) -> "HoodieConfig":
         return HoodieConfig.of(self.props, values)
 
+    def subset(self, prefixes: str | tuple[str, ...]) -> "HoodieConfig":
+        """The options whose keys start with one of `prefixes` (a family of keys, e.g. the key generator's)."""
+        return HoodieConfig({k: v for k, v in self.props.items() if k.startswith(prefixes)})
+
     def items(self) -> Iterable[tuple[str, str]]:
         return self.props.items()
 
@@ -335,6 +346,7 @@ class HiveSyncConfigKeys:
     Deviations: ENABLE has no fixed default here (on when a metastore is in use, see catalog.hive_sync);
     SUPPORT_TIMESTAMP defaults to true, as Hudi's Spark SQL writer sets it."""
 
+    PREFIXES = ("hoodie.datasource.hive_sync.", "hoodie.datasource.meta.sync.", "hoodie.datasource.meta_sync.")
     ENABLE = _prop("hoodie.datasource.hive_sync.enable", None, parse_bool, "hoodie.datasource.meta.sync.enable")
     MODE = _prop("hoodie.datasource.hive_sync.mode", "hms", str)
     METASTORE_URIS = _prop("hoodie.datasource.hive_sync.metastore.uris", None, str)
@@ -606,7 +618,7 @@ _SQL_NAMES = {name.lower() for name in SQL_OPTION_NAMES}
 # hoodie.datasource.write.partitionpath.field, hoodie.datasource.write.payload.type: 0.89 from ...table.type)
 NEAR_MISS_RATIO = 0.9
 
-_CHECKED_PREFIX = "hoodie."
+KEY_PREFIX = "hoodie."  # every key of Hudi's own options and table properties starts with it
 
 
 def closest(key: str, names: Iterable[str], cutoff: float) -> str | None:
@@ -665,7 +677,7 @@ def validate_options(options: Mapping[str, Any] | None, context: str,
     strict = config.get(WriteConfigKeys.STRICT_CONFIG) if strict is None else strict
     stored = {str(k): _to_text(v) for k, v in (stored or {}).items()}
     given = [(key, value) for key, value in sorted(config.items())
-             if stored.get(key) != value and (table_properties or key.lower().startswith(_CHECKED_PREFIX))]
+             if stored.get(key) != value and (table_properties or key.lower().startswith(KEY_PREFIX))]
     misspelt = [_misspelt(key, meant) for key, _ in given if (meant := misspelt_key_option(key, table_properties))]
     if misspelt:
         raise HoodieConfigError(f"{context}: " + "; ".join(misspelt))
@@ -683,7 +695,7 @@ def _misspelt(key: str, meant: str) -> str:
 
 
 def _kind(key: str) -> str:
-    return "option" if key.lower().startswith(_CHECKED_PREFIX) else "table property"
+    return "option" if key.lower().startswith(KEY_PREFIX) else "table property"
 
 
 def _problem(key: str, value: str, table_properties: bool) -> str | None:

@@ -74,12 +74,13 @@ class _Ours(Engine):
         return self.inputs.frame(data, tag)
 
     def compact(self, path: str) -> None:
+        from storage.config import HoodieConfig
         from storage.table_service.compaction import run_compaction, schedule_compaction
 
         if self.table_type != "mor":
             raise NotImplementedError("compaction is for merge-on-read tables")
-        instant = schedule_compaction(path, {"hoodie.compaction.strategy":
-                                             "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"})
+        instant = schedule_compaction(path, HoodieConfig.of({
+            "hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"}))
         if instant is None:
             raise RuntimeError(f"no compaction scheduled for {path}: no log files?")
         run_compaction(self.spark, path, instant)

@@ -2,14 +2,17 @@ package lakehouse.catalog;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.io.OutputStream;
 import java.lang.reflect.Field;
 import java.lang.reflect.Method;
+import java.nio.ByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.DirectoryStream;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
-import java.nio.file.StandardCopyOption;
+import java.nio.file.StandardOpenOption;
+import java.nio.file.attribute.BasicFileAttributes;
 import java.util.Properties;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
@@ -27,15 +30,23 @@ import org.apache.hadoop.hive.metastore.TServerSocketKeepAlive;
 import org.apache.hadoop.hive.metastore.TSetIpAddressProcessor;
 import org.apache.hadoop.hive.metastore.TUGIBasedProcessor;
 import org.apache.hadoop.hive.thrift.TUGIContainingTransport;
+import org.apache.thrift.TApplicationException;
+import org.apache.thrift.TException;
 import org.apache.thrift.TProcessor;
 import org.apache.thrift.protocol.TBinaryProtocol;
+import org.apache.thrift.protocol.TMessage;
+import org.apache.thrift.protocol.TMessageType;
 import org.apache.thrift.protocol.TProtocol;
+import org.apache.thrift.protocol.TProtocolDecorator;
+import org.apache.thrift.protocol.TProtocolUtil;
+import org.apache.thrift.protocol.TType;
 import org.apache.thrift.server.ServerContext;
 import org.apache.thrift.server.TServer;
 import org.apache.thrift.server.TServerEventHandler;
 import org.apache.thrift.server.TThreadPoolServer;
 import org.apache.thrift.transport.TServerSocket;
 import org.apache.thrift.transport.TTransport;
+import org.apache.thrift.transport.TTransportException;
 import org.apache.thrift.transport.TTransportFactory;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -48,18 +59,26 @@ import org.slf4j.LoggerFactory;
  * no authentication. This class builds the server the way HiveMetaStore.startMetaStore does for an unsecured
  * metastore (binary protocol, set-UGI processor unless disabled) but binds the loopback address.
  *
- * <p>Usage: {@code LoopbackHiveMetaStore <port> <metastore dir>}. The watchdog reads, in the metastore dir:
- * {@code leases/<pid>} (one file per process using the metastore, holding that process's start time in clock
- * ticks, so a reused pid does not count) and {@code lifecycle.properties} ({@code keep.alive},
- * {@code idle.timeout.s}, {@code owner.pid}); it writes {@code activity.properties} (open connections, live
- * leases, when it was last used) for {@code sqlext metastore status}.
+ * <p>Usage: {@code LoopbackHiveMetaStore <port> <metastore dir>}. The watchdog (a thread of this JVM, so it
+ * lives exactly as long as the metastore) reads, in the metastore dir: {@code leases/<pid>} (one file per
+ * process using the metastore, holding that process's start time in clock ticks, so a reused pid does not
+ * count) and {@code lifecycle.properties} ({@code keep.alive}, {@code idle.timeout.s}, {@code owner.pid}; the
+ * last values read are kept when the file goes away); it writes {@code activity.properties} (open connections,
+ * live leases, when it was last used) for {@code sqlext metastore status}. It ends the JVM when the metastore
+ * dir (or its warehouse) is deleted or replaced, when the starter has left and nobody uses it, or after the idle
+ * timeout. Every call also checks the directory first: a call arriving after the warehouse was deleted gets
+ * an error naming it, and the JVM stops at once. The check interval is the system property
+ * {@value #CHECK_INTERVAL_PROPERTY} (milliseconds, default 500).
  */
 public final class LoopbackHiveMetaStore {
   private static final Logger LOG = LoggerFactory.getLogger(LoopbackHiveMetaStore.class);
   static final String LOOPBACK = "127.0.0.1";
-  private static final long POLL_MS = 500;
-  /** How long an on-demand metastore waits, unused and without its starter, before it stops. */
+  static final String CHECK_INTERVAL_PROPERTY = "sqlext.metastore.check.interval.ms";
+  private static final long DEFAULT_CHECK_INTERVAL_MS = 500;
+  /** How long a metastore waits, once a stop rule holds, before it looks again and stops. */
   private static final long SETTLE_MS = 1000;
+  /** A shutdown that hangs (a stuck shutdown hook) must not keep an orphan alive: halt after this. */
+  private static final long HALT_AFTER_MS = 20_000;
 
   private LoopbackHiveMetaStore() {}
 
@@ -69,7 +88,14 @@ public final class LoopbackHiveMetaStore {
       System.exit(2);
     }
     int port = Integer.parseInt(args[0]);
-    Path dir = Paths.get(args[1]);
+    Path dir = Paths.get(args[1]).toAbsolutePath();
+    // Identify the directory before anything else: a deletion during the slow start-up counts too.
+    DirectoryGuard guard = new DirectoryGuard(dir);
+    Activity activity = new Activity();
+    Watchdog watchdog = new Watchdog(dir, guard, activity, checkIntervalMs());
+    Thread watchdogThread = new Thread(watchdog, "metastore-watchdog");
+    watchdogThread.setDaemon(true);
+    watchdogThread.start();
     HiveConf.setLoadMetastoreConfig(true);
     HiveConf conf = new HiveConf(HiveMetaStore.HMSHandler.class);
     if (System.getProperty("log4j.configurationFile") == null) {
@@ -87,16 +113,26 @@ public final class LoopbackHiveMetaStore {
         LOG.error("error in Metrics init", e);
       }
     }
-    Activity activity = new Activity();
-    TServer server = server(conf, port, activity);
-    Thread watchdog = new Thread(new Watchdog(dir, activity, server), "metastore-watchdog");
-    watchdog.setDaemon(true);
-    watchdog.start();
-    LOG.info("Started the new metaserver on " + LOOPBACK + ":" + port);
+    TServer server = server(conf, port, activity, guard, watchdog);
+    watchdog.setServer(server);
+    LOG.info("Started the new metaserver on " + LOOPBACK + ":" + port + " (directory checks every "
+        + watchdog.intervalMs + " ms)");
     server.serve();
   }
 
-  static TServer server(HiveConf conf, int port, Activity activity) throws Throwable {
+  static long checkIntervalMs() {
+    String value = System.getProperty(CHECK_INTERVAL_PROPERTY);
+    try {
+      long ms = value == null ? DEFAULT_CHECK_INTERVAL_MS : Long.parseLong(value.trim());
+      return ms > 0 ? ms : DEFAULT_CHECK_INTERVAL_MS;
+    } catch (NumberFormatException e) {
+      LOG.warn("ignoring " + CHECK_INTERVAL_PROPERTY + "=" + value + ": not a number of milliseconds");
+      return DEFAULT_CHECK_INTERVAL_MS;
+    }
+  }
+
+  static TServer server(HiveConf conf, int port, Activity activity, DirectoryGuard guard, Watchdog watchdog)
+      throws Throwable {
     for (ConfVars unsupported : new ConfVars[] {ConfVars.METASTORE_USE_THRIFT_SASL, ConfVars.HIVE_METASTORE_USE_SSL,
         ConfVars.METASTORE_USE_THRIFT_FRAMED_TRANSPORT, ConfVars.METASTORE_USE_THRIFT_COMPACT_PROTOCOL}) {
       if (conf.getBoolVar(unsupported)) {
@@ -121,7 +157,7 @@ public final class LoopbackHiveMetaStore {
       socket = new TServerSocketKeepAlive(socket);
     }
     TThreadPoolServer.Args serverArgs = new TThreadPoolServer.Args(socket)
-        .processor(processor)
+        .processor(new GuardedProcessor(processor, guard, watchdog))
         .transportFactory(transportFactory)
         .protocolFactory(new TBinaryProtocol.Factory())
         .inputProtocolFactory(new TBinaryProtocol.Factory(true, true, maxMessageSize, maxMessageSize))
@@ -192,44 +228,221 @@ public final class LoopbackHiveMetaStore {
     }
   }
 
-  /** Ends the JVM when the metastore is no longer used (see the class comment and catalog/metastore_lifecycle.py). */
-  static final class Watchdog implements Runnable {
+  /**
+   * The metastore directory as it was when the JVM started, checked by every call and by the watchdog: the
+   * Derby database and the leases live there, so once it is deleted (or replaced by a new directory of the same
+   * name) nobody can ever use this metastore again.
+   */
+  static final class DirectoryGuard {
+    /** Start of every "directory gone" message: catalog/metastore_client.py turns these into a typed error. */
+    static final String PREFIX = "the embedded Hive metastore of warehouse ";
     private final Path dir;
+    private final Path warehouse;
+    private final Object dirKey;
+
+    DirectoryGuard(Path dir) {
+      this.dir = dir;
+      this.warehouse = dir.getParent();
+      this.dirKey = fileKey(dir);
+    }
+
+    /** Why the directory is no longer the one this metastore started in; null while it is. */
+    String problem() {
+      Object now = fileKey(dir);
+      if (now != null && (dirKey == null || now.equals(dirKey))) {
+        return null;  // one stat per call: cheap next to any metastore call
+      }
+      // The same words as catalog/embedded_metastore.py's directory_gone (status of an orphan).
+      String what;
+      if (fileKey(warehouse) == null) {
+        what = "its warehouse directory " + warehouse + " was deleted";
+      } else if (now == null) {
+        what = "its directory " + dir + " was deleted";
+      } else {
+        what = "its directory " + dir + " was replaced by another one";
+      }
+      return PREFIX + warehouse + " stopped: " + what + " (with the Derby database holding its tables)";
+    }
+
+    /** The (device, inode) identity of a path; null when it does not exist (or the file system has none). */
+    private static Object fileKey(Path path) {
+      try {
+        BasicFileAttributes attrs = Files.readAttributes(path, BasicFileAttributes.class);
+        return attrs.isDirectory() ? (attrs.fileKey() != null ? attrs.fileKey() : path) : null;
+      } catch (IOException | RuntimeException e) {
+        return null;
+      }
+    }
+  }
+
+  /** Checks the directory before each call is processed (see {@link GuardedInput}). */
+  static final class GuardedProcessor implements TProcessor {
+    private final TProcessor delegate;
+    private final DirectoryGuard guard;
+    private final Watchdog watchdog;
+
+    GuardedProcessor(TProcessor delegate, DirectoryGuard guard, Watchdog watchdog) {
+      this.delegate = delegate;
+      this.guard = guard;
+      this.watchdog = watchdog;
+    }
+
+    @Override
+    public void process(TProtocol in, TProtocol out) throws TException {
+      delegate.process(new GuardedInput(in, out, guard, watchdog), out);
+    }
+  }
+
+  /**
+   * The input protocol of one call: once the call's header has arrived, a deleted directory answers it with an
+   * application error naming the warehouse (instead of serving it from a Derby database whose files are gone),
+   * closes the connection and stops the metastore. The check sits here because the Thrift server only hands
+   * a processor the connection, and the call arrives inside the processor's first read.
+   */
+  static final class GuardedInput extends TProtocolDecorator {
+    private final TProtocol out;
+    private final DirectoryGuard guard;
+    private final Watchdog watchdog;
+
+    GuardedInput(TProtocol in, TProtocol out, DirectoryGuard guard, Watchdog watchdog) {
+      super(in);
+      this.out = out;
+      this.guard = guard;
+      this.watchdog = watchdog;
+    }
+
+    @Override
+    public TMessage readMessageBegin() throws TException {
+      TMessage message = super.readMessageBegin();
+      String problem = guard.problem();
+      if (problem == null) {
+        return message;
+      }
+      TProtocolUtil.skip(this, TType.STRUCT);  // the call's arguments: read, so the reply is well-formed
+      super.readMessageEnd();
+      out.writeMessageBegin(new TMessage(message.name, TMessageType.EXCEPTION, message.seqid));
+      new TApplicationException(TApplicationException.INTERNAL_ERROR, problem).write(out);
+      out.writeMessageEnd();
+      out.getTransport().flush();
+      watchdog.stopNow(problem);
+      throw new TTransportException(TTransportException.END_OF_FILE, problem);  // ends this connection
+    }
+  }
+
+  /** The lifecycle settings as last read; kept when the file is missing or unreadable. */
+  record Lifecycle(boolean keepAlive, long idleTimeoutS, long ownerPid) {
+    /** Before the first read: on demand of nobody, stopped after the default 10 minutes unused. */
+    static final Lifecycle DEFAULT = new Lifecycle(false, 600, 0);
+
+    static Lifecycle read(Path file, Lifecycle previous) {
+      Properties p = new Properties();
+      try (InputStream in = Files.newInputStream(file)) {
+        p.load(in);
+        return new Lifecycle(Boolean.parseBoolean(p.getProperty("keep.alive", "false")),
+            Long.parseLong(p.getProperty("idle.timeout.s", "0").trim()),
+            Long.parseLong(p.getProperty("owner.pid", "0").trim()));
+      } catch (IOException | RuntimeException e) {
+        return previous;  // a deleted or half-written file must not lift the rules (nor end a service)
+      }
+    }
+  }
+
+  /**
+   * Ends the JVM when the metastore can no longer be used or is no longer used (see the class comment and
+   * catalog/metastore_lifecycle.py). It never dies on an error: a dead watchdog is a metastore that runs forever.
+   */
+  static final class Watchdog implements Runnable {
+    private static final int ACTIVITY_FILE_SIZE = 256;
+    private final Path dir;
+    private final DirectoryGuard guard;
     private final Activity activity;
-    private final TServer server;
+    final long intervalMs;
+    private final Object wake = new Object();
+    private volatile TServer server;
+    private volatile String urgentReason;
+    private Lifecycle lifecycle = Lifecycle.DEFAULT;
     private long lastUsedMs = System.currentTimeMillis();
     private String lastWritten = "";
+    private FileChannel activityFile;
 
-    Watchdog(Path dir, Activity activity, TServer server) {
+    Watchdog(Path dir, DirectoryGuard guard, Activity activity, long intervalMs) {
       this.dir = dir;
+      this.guard = guard;
       this.activity = activity;
+      this.intervalMs = intervalMs;
+      this.lifecycle = Lifecycle.read(dir.resolve("lifecycle.properties"), Lifecycle.DEFAULT);
+      try {
+        // Created once and then only overwritten in place: a watchdog that created files (a temporary file to
+        // rename) while someone deletes the warehouse would make that deletion fail ("directory not empty").
+        activityFile = FileChannel.open(dir.resolve("activity.properties"), StandardOpenOption.CREATE,
+            StandardOpenOption.WRITE);
+      } catch (IOException e) {
+        LOG.warn("metastore watchdog: cannot write activity.properties: " + e);
+      }
+    }
+
+    /** The server is about to serve: check now (status shows its activity at once) and from now on. */
+    void setServer(TServer server) {
+      activity.lastCallMs.set(System.currentTimeMillis());  // idle time counts from here, not from the JVM's start
       this.server = server;
+      synchronized (wake) {
+        wake.notifyAll();
+      }
+    }
+
+    /** Stop without the settle time (a call found the directory gone). */
+    void stopNow(String reason) {
+      urgentReason = reason;
+      synchronized (wake) {
+        wake.notifyAll();
+      }
     }
 
     @Override
     public void run() {
       while (true) {
         try {
-          Thread.sleep(POLL_MS);
-          String reason = stopReason();
-          if (reason != null) {
-            Thread.sleep(SETTLE_MS);  // a process may be attaching right now: look once more
-            if (stopReason() != null) {
-              stop(reason);
-              return;
-            }
+          pause(intervalMs, true);
+          String reason = urgentReason != null ? urgentReason : stopReason();
+          if (reason != null && urgentReason == null) {
+            pause(SETTLE_MS, false);  // a process may be attaching right now: look once more
+            reason = urgentReason != null ? urgentReason : stopReason();
           }
-        } catch (InterruptedException e) {
-          return;
-        } catch (Exception e) {
+          if (reason != null) {
+            stop(reason);
+            return;
+          }
+        } catch (Throwable e) {
           LOG.warn("metastore watchdog: " + e);
+        }
+      }
+    }
+
+    /** Waits `ms`; returns early on stopNow() and, with `untilServing`, when the server starts serving. */
+    private void pause(long ms, boolean untilServing) {
+      long deadline = System.currentTimeMillis() + ms;
+      synchronized (wake) {
+        while (urgentReason == null && System.currentTimeMillis() < deadline) {
+          boolean serving = server != null;
+          try {
+            wake.wait(Math.max(1, deadline - System.currentTimeMillis()));
+          } catch (InterruptedException e) {
+            // nobody is meant to interrupt it; carry on checking
+          }
+          if (untilServing && !serving && server != null) {
+            return;
+          }
         }
       }
     }
 
     /** Why the metastore should stop now, or null while it is in use (or kept alive). */
     String stopReason() throws IOException {
-      Properties lifecycle = read(dir.resolve("lifecycle.properties"));
+      String gone = guard.problem();
+      if (gone != null) {
+        return gone;  // whoever still holds a lease or a connection can never be served again
+      }
+      lifecycle = Lifecycle.read(dir.resolve("lifecycle.properties"), lifecycle);
       int leases = liveLeases();
       int connections = activity.connections.get();
       long now = System.currentTimeMillis();
@@ -240,13 +453,12 @@ public final class LoopbackHiveMetaStore {
         return null;
       }
       long unusedMs = now - lastUsedMs;
-      boolean keepAlive = Boolean.parseBoolean(lifecycle.getProperty("keep.alive", "false"));
-      long ownerPid = Long.parseLong(lifecycle.getProperty("owner.pid", "0"));
-      if (!keepAlive && ownerPid > 0 && !isLease(ownerPid) && unusedMs >= SETTLE_MS) {
+      long ownerPid = lifecycle.ownerPid();
+      if (!lifecycle.keepAlive() && ownerPid > 0 && !isLease(ownerPid) && unusedMs >= SETTLE_MS) {
         return "the process that started it (pid " + ownerPid + ") has left and no other process uses it";
       }
-      long idleTimeoutS = Long.parseLong(lifecycle.getProperty("idle.timeout.s", "0"));
-      if (idleTimeoutS > 0 && unusedMs >= idleTimeoutS * 1000) {
+      long idleTimeoutS = lifecycle.idleTimeoutS();
+      if (idleTimeoutS > 0 && unusedMs >= idleTimeoutS * 1000 && server != null) {
         return "unused for " + unusedMs / 1000 + "s (idle timeout " + idleTimeoutS + "s)";
       }
       return null;
@@ -254,7 +466,22 @@ public final class LoopbackHiveMetaStore {
 
     private void stop(String reason) {
       LOG.info("Stopping the embedded metastore: " + reason);
-      server.stop();  // no new connections from here on
+      // also in metastore.out: a stop during start-up comes before Hive's logging is set up
+      System.err.println("Stopping the embedded metastore: " + reason);
+      Thread halt = new Thread(() -> {
+        try {
+          Thread.sleep(HALT_AFTER_MS);
+        } catch (InterruptedException e) {
+          // halt now
+        }
+        Runtime.getRuntime().halt(1);
+      }, "metastore-halt");
+      halt.setDaemon(true);
+      halt.start();
+      TServer running = server;
+      if (running != null) {
+        running.stop();  // no new connections from here on
+      }
       System.exit(0);
     }
 
@@ -291,34 +518,24 @@ public final class LoopbackHiveMetaStore {
       }
     }
 
-    private void writeActivity(int connections, int leases, boolean inUse) throws IOException {
+    /** Overwrites activity.properties in place with a fixed-size record (padded with a comment line). */
+    private void writeActivity(int connections, int leases, boolean inUse) {
       String key = connections + "/" + leases + "/" + (inUse ? -1 : lastUsedMs);
-      if (key.equals(lastWritten)) {
+      if (activityFile == null || key.equals(lastWritten)) {
         return;
       }
-      Properties p = new Properties();
-      p.setProperty("pid", Long.toString(ProcessHandle.current().pid()));
-      p.setProperty("connections", Integer.toString(connections));
-      p.setProperty("leases", Integer.toString(leases));
-      p.setProperty("last.used.ms", Long.toString(inUse ? System.currentTimeMillis() : lastUsedMs));
-      p.setProperty("in.use", Boolean.toString(inUse));
-      Path tmp = dir.resolve("activity.properties.tmp");
-      try (OutputStream out = Files.newOutputStream(tmp)) {
-        p.store(out, null);
+      String text = "pid=" + ProcessHandle.current().pid() + "\nconnections=" + connections + "\nleases=" + leases
+          + "\nlast.used.ms=" + (inUse ? System.currentTimeMillis() : lastUsedMs) + "\nin.use=" + inUse
+          + "\ncheck.interval.ms=" + intervalMs + "\n#";
+      byte[] record = (text + " ".repeat(Math.max(0, ACTIVITY_FILE_SIZE - text.length() - 1)) + "\n")
+          .getBytes(StandardCharsets.US_ASCII);
+      try {
+        activityFile.write(ByteBuffer.wrap(record), 0);  // one write, no truncate first: never an empty file
+        activityFile.truncate(record.length);
+        lastWritten = key;
+      } catch (IOException e) {
+        LOG.debug("metastore watchdog: cannot write activity.properties: " + e);
       }
-      Files.move(tmp, dir.resolve("activity.properties"), StandardCopyOption.REPLACE_EXISTING,
-          StandardCopyOption.ATOMIC_MOVE);
-      lastWritten = key;
-    }
-
-    private static Properties read(Path file) throws IOException {
-      Properties p = new Properties();
-      if (Files.exists(file)) {
-        try (InputStream in = Files.newInputStream(file)) {
-          p.load(in);
-        }
-      }
-      return p;
     }
   }
 

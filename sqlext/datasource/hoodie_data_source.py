@@ -119,11 +119,11 @@ class _ReadPlan:
         config = HoodieConfig.of(options)
         query_type = (config.get(RK.QUERY_TYPE) or "snapshot").lower()
         if query_type not in ("snapshot", "read_optimized"):
-            raise HoodieReadError(f"query type {query_type!r} (hoodie.datasource.query.type) is not available "
+            raise HoodieReadError(f"query type {query_type!r} ({RK.QUERY_TYPE.key}) is not available "
                                   "through the Python data source; use sqlext.datasource.register(spark) or "
                                   "sqlext.session(), whose reader supports incremental queries")
         base = normalize_base_path(path)
-        meta = HoodieTableMetaClient.load(base, HoodieStorage.for_path(base, session_storage_options(None, options)))
+        meta = HoodieTableMetaClient.load(base, HoodieStorage.for_path(base, session_storage_options(None, config)))
         as_of = config.get(RK.AS_OF_INSTANT)
         as_of = normalize_instant_time(as_of) if as_of else None
         schema = table_data_schema(meta, as_of, None)
@@ -136,4 +136,4 @@ class _ReadPlan:
             slices = view.latest_merged_file_slices(None) if mor else view.latest_file_slices(None)
             if query_type == "read_optimized":
                 slices = [replace(s, log_files=[]) for s in slices if s.base_file is not None]
-        return cls(with_meta_columns(schema), slices, FileSliceReadContext.for_table(meta, as_of, options))
+        return cls(with_meta_columns(schema), slices, FileSliceReadContext.for_table(meta, as_of, config))

@@ -20,7 +20,7 @@ import logging
 from pyspark.sql import SparkSession
 from pyspark.sql.readwriter import DataFrameReader, DataFrameWriter, DataFrameWriterV2
 
-from storage.config import HiveSyncConfigKeys as HK, WriteConfigKeys as WK
+from storage.config import HiveSyncConfigKeys as HK, HoodieConfig, ReadConfigKeys as RK, WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ def _load(original):
         target = path or opts.get("path")
         if not target:
             raise ValueError("hudi load needs a path")
-        return read_table(self._spark, target, opts)
+        return read_table(self._spark, target, HoodieConfig.of(opts))
     return wrapper
 
 
@@ -132,7 +132,7 @@ def _save_as_table(original):
         if fmt and fmt not in HUDI_FORMATS:
             raise HoodieWriteError(f"table {ref.qualified_name} is a Hudi table; saveAsTable with format {fmt!r}")
         opts = {**state["options"], **{k: _text(v) for k, v in options.items()}}
-        opts.setdefault("hoodie.table.name", table_name.name)
+        opts.setdefault(WK.TABLE_NAME.key, table_name.name)
         save_mode = (mode or state["mode"]).lower()
         if ref is None:
             ref = resolver.location_for(table_name)
@@ -184,14 +184,13 @@ def _insert(df, ref, options: dict, operation: str) -> None:
     from storage.table.meta_client import HoodieTableMetaClient
     from storage.table.schema_resolver import table_data_schema
 
-    meta = HoodieTableMetaClient.load_in_session(df.sparkSession, ref.path, options)
+    meta = HoodieTableMetaClient.load_in_session(df.sparkSession, ref.path, HoodieConfig.of(options))
     schema = table_data_schema(meta, None, None)
     columns = list(schema.names) if schema is not None else df.columns
     if len(columns) != len(df.columns):
         raise HoodieWriteError(f"cannot insert into {ref.qualified_name}: the table has {len(columns)} data columns "
                                f"({', '.join(columns)}), the DataFrame {len(df.columns)} ({', '.join(df.columns)})")
-    opts = {**options, "hoodie.table.name": meta.table_config.name,
-            "hoodie.datasource.write.operation": operation}
+    opts = {**options, WK.TABLE_NAME.key: meta.table_config.name, WK.OPERATION.key: operation}
     _write(df.toDF(*columns), ref.path, opts, "append", None)
 
 
@@ -203,9 +202,9 @@ def _write(df, path: str, opts: dict, mode: str, partition_by) -> None:
 
     if partition_by:
         cols = [partition_by] if isinstance(partition_by, str) else list(partition_by)
-        opts.setdefault("hoodie.datasource.write.partitionpath.field", ",".join(cols))
+        opts.setdefault(WK.PARTITIONPATH_FIELD.key, ",".join(cols))
     check_write_target(df.sparkSession, path, opts)
-    write_dataframe(df.sparkSession, df, path, opts, mode)
+    write_dataframe(df.sparkSession, df, path, HoodieConfig.of(opts), mode)
 
 
 def _table(original, spark_of):
@@ -220,8 +219,8 @@ def _table(original, spark_of):
         ref = found[2]
         options = {**(_state(self)["options"] if isinstance(self, DataFrameReader) else {})}
         if ref.query_type:
-            options["hoodie.datasource.query.type"] = ref.query_type
-        return read_table(spark, ref.path, options)
+            options[RK.QUERY_TYPE.key] = ref.query_type
+        return read_table(spark, ref.path, HoodieConfig.of(options))
     return wrapper
 
 

@@ -155,6 +155,7 @@ def check_identity_assignments(ctx, table, assignments: dict[str, exp.Expression
                             f"and insert it with the new key instead{hint}", where, table=table.name, column=column)
         index = HoodieConfig.of(options).get(WK.INDEX_TYPE)
         raise ctx.error(f"{verb} cannot change the partition field '{column}' of {table.name}: its index ({index}) "
-                        "does not move records between partitions. Use a global index (hoodie.index.type GLOBAL_BLOOM "
-                        "or GLOBAL_SIMPLE, with hoodie.bloom|simple.index.update.partition.path true), or delete the "
+                        "does not move records between partitions. Use a global index "
+                        f"({WK.INDEX_TYPE.key} GLOBAL_BLOOM or GLOBAL_SIMPLE, with "
+                        "hoodie.bloom|simple.index.update.partition.path true), or delete the "
                         f"row and insert it into the new partition{hint}", where, table=table.name, column=column)

@@ -4,30 +4,36 @@ A planner produces `changes`: one row per inserted source row or affected target
   KIND   'insert' | 'update' | 'delete'
   ROWID  the target row's stored identity (record key [+ partition path]), null for inserts
   CARD   true when the row came from a WHEN MATCHED clause (for the MERGE cardinality rule)
+  LOC_FILE, LOC_PART   the target row's file group and partition (`stored_location`; null for inserts)
   <data columns>   the row's new values (deletes: the stored values), cast to the table's types
   old_col(i)       the stored values of data column i (null for inserts)
 
 From it this module checks the statement's rules before anything is written (each rule is one small
 Spark job), then writes upserted rows plus `_hoodie_is_deleted` delete markers in a single commit. A row
-whose key or partition changes is written as a delete of the old record plus an insert of the new one.
+whose key or partition changes is written as a delete of the old record plus an insert of the new one. Each row
+goes with the location its target row was read from, so the write does not look the keys up in the table again:
+the statement reads the target once.
 """
 from __future__ import annotations
 
 import logging
 
 from pyspark import StorageLevel
-from pyspark.sql import DataFrame
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
-from storage.meta_fields import IS_DELETED
+from storage.index.hoodie_index import LOC_FILE_ID, LOC_PARTITION, file_id_of_file_name
+from storage.meta_fields import FILE_NAME, IS_DELETED, PARTITION_PATH
 from storage.client.write_client import write_dataframe
 
 log = logging.getLogger(__name__)
 
 KIND, ROWID, CARD = "__hudi_kind", "__hudi_rowid", "__hudi_card"
+LOC_FILE, LOC_PART = "__hudi_loc_file", "__hudi_loc_part"
 INSERT, UPDATE, DELETE = "insert", "update", "delete"
 _ID, _FRESH = "__hudi_id", "__hudi_fresh"
 # SQL DML states each row's final value: the incoming row replaces the stored one whatever its ordering value
@@ -36,6 +42,14 @@ SQL_DML_PAYLOAD = "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload"
 
 def old_col(i: int) -> str:
     return f"__hudi_o{i}"
+
+
+def stored_location(qualifier: str | None = None) -> list[Column]:
+    """The change columns `LOC_FILE`, `LOC_PART`: where the target row (of the frame or alias `qualifier`) is
+    stored, from its meta columns. Null for a row that has no target row (an insert)."""
+    q = f"`{qualifier}`." if qualifier else ""
+    return [file_id_of_file_name(F.col(f"{q}`{FILE_NAME}`")).alias(LOC_FILE),
+            F.col(f"{q}`{PARTITION_PATH}`").alias(LOC_PART)]
 
 
 def apply_changes(ctx, table: HudiTable, changes: DataFrame, node, verb: str,
@@ -61,10 +75,12 @@ def apply_changes(ctx, table: HudiTable, changes: DataFrame, node, verb: str,
         # rows that move to another identity (key or partition change) may land on stored rows: always checked
         check_stored = not (inserts_are_new and fresh == counts.inserted)
         _check_rules(ctx, staged, table, opts, node, verb, fresh, check_stored)
-        batch, operation = _batch(staged, table, counts, moved=fresh - counts.inserted)
+        known = LOC_FILE in staged.columns and table.meta.table_config.populate_meta_fields
+        batch, operation = _batch(staged, table, counts, moved=fresh - counts.inserted,
+                                  located=_located if known else None, any_on_stored=fresh > 0 and check_stored)
         opts[WK.OPERATION.key] = operation
         log.info("%s on %s: %s (%s)", verb, table.name, counts, operation)
-        write_dataframe(ctx.spark, batch, table.ref.path, opts)
+        write_dataframe(ctx.spark, batch, table.ref.path, HoodieConfig.of(opts), known_locations=known)
         return counts
     finally:
         staged.unpersist()
@@ -110,26 +126,49 @@ def _check_rules(ctx, staged: DataFrame, table: HudiTable, opts: dict, node, ver
                     f"(primary key {keys}). Nothing was written.", node, table=table.name)
 
 
-def _batch(staged: DataFrame, table: HudiTable, counts: DmlCounts, moved: int) -> tuple[DataFrame, str]:
+def _batch(staged: DataFrame, table: HudiTable, counts: DmlCounts, moved: int, located=None,
+           any_on_stored: bool = False) -> tuple[DataFrame, str]:
+    """The write batch and its operation. `located` (`_located`): each row also gets the location the write places
+    it at; `any_on_stored`: a new identity may land on a stored row the statement removes."""
     cols = table.columns
     data = [F.col(f"`{c}`") for c in cols]
     old = [F.col(old_col(i)).alias(c) for i, c in enumerate(cols)]
+    own = [F.col(LOC_FILE).alias(LOC_FILE_ID), F.col(LOC_PART).alias(LOC_PARTITION)] if located else []
     if counts.inserted == 0 and counts.updated == 0:
-        return staged.select(*data), "delete"
+        return staged.select(*data, *own), "delete"
     writes = staged.where(F.col(KIND) != F.lit(DELETE))
+    placed = located(staged, writes, any_on_stored) if located else writes
+    where = [LOC_FILE_ID, LOC_PARTITION] if located else []
     if counts.deleted == 0 and moved == 0:
-        return writes.select(*data), "upsert"  # no delete markers: keep _hoodie_is_deleted out of the schema
+        # no delete markers: keep _hoodie_is_deleted out of the schema
+        return placed.select(*data, *where), "upsert"
     moved = writes.where(F.col(KIND) == F.lit(UPDATE)).where(~F.col(_ID).eqNullSafe(F.col(ROWID)))
-    deletes = (staged.where(F.col(KIND) == F.lit(DELETE)).select(KIND, *old, F.col(ROWID).alias(_ID))
-               .unionByName(moved.select(KIND, *old, F.col(ROWID).alias(_ID))))
+    deletes = (staged.where(F.col(KIND) == F.lit(DELETE)).select(KIND, *old, F.col(ROWID).alias(_ID), *own)
+               .unionByName(moved.select(KIND, *old, F.col(ROWID).alias(_ID), *own)))
     # a stored row that is removed and re-written under the same identity is just an update
     deletes = deletes.join(writes.select(_ID), _ID, "left_anti")
     # nullable on purpose (a CASE without ELSE on a non-literal condition; Spark folds `WHEN true`):
     # stored rows written before the column existed hold nulls in it
     marker = lambda value: F.when(F.col(KIND).isNotNull(), F.lit(value)).alias(IS_DELETED)  # noqa: E731
-    batch = writes.select(*data, marker(False)).unionByName(
-        deletes.select(*[F.col(f"`{c}`") for c in cols], marker(True)))
+    batch = placed.select(*data, marker(False), *where).unionByName(
+        deletes.select(*[F.col(f"`{c}`") for c in cols], marker(True), *where))
     return batch, "upsert"
+
+
+def _located(staged: DataFrame, writes: DataFrame, any_on_stored: bool) -> DataFrame:
+    """`writes` with the location the write puts each at (`LOC_FILE_ID`, `LOC_PARTITION`): a row keeping its
+    identity stays where its target row is; a new identity is new (null), unless it lands on a stored row the
+    statement removes (the checks allow only that), which it then replaces in place."""
+    same = F.col(_ID).eqNullSafe(F.col(ROWID))
+    if not any_on_stored:
+        return writes.select("*", F.when(same, F.col(LOC_FILE)).alias(LOC_FILE_ID),
+                             F.when(same, F.col(LOC_PART)).alias(LOC_PARTITION))
+    removed = staged.where(F.col(ROWID).isNotNull()).select(
+        F.col(ROWID).alias("__hudi_removed"), F.col(LOC_FILE).alias("__hudi_rf"), F.col(LOC_PART).alias("__hudi_rp"))
+    joined = writes.join(removed, F.col(_ID) == F.col("__hudi_removed"), "left")
+    return joined.select(*[F.col(f"`{c}`") for c in writes.columns],
+                         F.when(same, F.col(LOC_FILE)).otherwise(F.col("__hudi_rf")).alias(LOC_FILE_ID),
+                         F.when(same, F.col(LOC_PART)).otherwise(F.col("__hudi_rp")).alias(LOC_PARTITION))
 
 
 def _describe(rowid: str | None) -> str:

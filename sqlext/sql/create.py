@@ -19,7 +19,7 @@ from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
 from sqlext.sql.result import DmlCounts, empty_result
 from sqlext.sql.table import HudiTable
-from storage.config import SQL_OPTION_NAMES, TableConfigKeys as TK, WriteConfigKeys as WK
+from storage.config import KEY_PREFIX, SQL_OPTION_NAMES, HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
 from storage.io.storage_options import session_storage_options
@@ -33,8 +33,7 @@ PROVIDERS = {"hudi", "org.apache.hudi"}
 _ALIASES = {
     **{name.lower(): prop.key for name, prop in SQL_OPTION_NAMES.items()},
     TK.RECORDKEY_FIELDS.key: WK.RECORDKEY_FIELD.key,
-    TK.PRECOMBINE_FIELD.key: WK.PRECOMBINE_FIELD.key,
-    "hoodie.table.ordering.fields": WK.PRECOMBINE_FIELD.key,
+    **{key: WK.PRECOMBINE_FIELD.key for key in TK.PRECOMBINE_FIELD.keys()},  # hoodie.table.ordering.fields too
 }
 _TABLE_TYPES = {"cow": "COPY_ON_WRITE", "copy_on_write": "COPY_ON_WRITE", "mor": "MERGE_ON_READ",
                 "merge_on_read": "MERGE_ON_READ"}
@@ -110,13 +109,14 @@ def plan(ctx, node: exp.Create) -> DataFrame:
     options, extra = _options(ctx, spec, ref, schema, table_node)
     created_dir = not storage.exists(path)
     try:
-        init_table(path, options, to_arrow_schema(schema, timezone="UTC"), extra)
+        init_table(path, HoodieConfig.of(options), to_arrow_schema(schema, timezone="UTC"), HoodieConfig.of(extra))
         ctx.resolver.register(ref)
         if source is None:
             return empty_result(ctx.spark)
         table = HudiTable.load(ref)
         opts = table.write_options(ctx.spark, {WK.OPERATION.key: "bulk_insert"})
-        metadata = write_dataframe(ctx.spark, source.select(*[f"`{c}`" for c in schema.names]), path, opts)
+        metadata = write_dataframe(ctx.spark, source.select(*[f"`{c}`" for c in schema.names]), path,
+                                   HoodieConfig.of(opts))
         stats = metadata.write_stats() if metadata is not None else []
         return DmlCounts(inserted=sum(s.numInserts or 0 for s in stats)).to_frame(ctx.spark)
     except BaseException:
@@ -210,7 +210,7 @@ def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node)
             options[WK.TABLE_TYPE.key] = table_type
         elif lower in _ALIASES:
             options[_ALIASES[lower]] = value
-        elif key.startswith("hoodie."):
+        elif key.startswith(KEY_PREFIX):
             options[key] = value
             extra[key] = value  # kept in hoodie.properties: every later write of the table uses it
         # any other property was warned about by check_properties, with the SQL name it may mean

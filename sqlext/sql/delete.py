@@ -5,7 +5,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from sqlext.sql.changes import DELETE, KIND, ROWID, apply_changes
+from sqlext.sql.changes import DELETE, KIND, ROWID, apply_changes, stored_location
 from sqlext.sql.target import old_values, target_rows
 
 
@@ -20,5 +20,6 @@ def plan(ctx, node: exp.Delete) -> DataFrame:
     table = rows.table
     rowid = table.stored_identity(table.write_options(ctx.spark), rows.alias)
     data = [F.col(f"`{rows.alias}`.`{c}`").alias(c) for c in table.columns]
-    changes = rows.frame.select(F.lit(DELETE).alias(KIND), rowid.alias(ROWID), *data, *old_values(rows))
+    changes = rows.frame.select(F.lit(DELETE).alias(KIND), rowid.alias(ROWID), *stored_location(rows.alias), *data,
+                                 *old_values(rows))
     return apply_changes(ctx, table, changes, node, "DELETE").to_frame(ctx.spark)

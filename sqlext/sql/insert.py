@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlext.sql.assign import check_assignment
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.config import SparkSqlConfigKeys as SK
 from storage.client.write_client import write_dataframe
@@ -55,7 +56,7 @@ def plan(ctx, node: exp.Insert) -> DataFrame:
         batch = _apply_dup_policy(ctx, table, batch, opts, node)
     opts[WK.OPERATION.key] = operation
     log.info("INSERT %s into %s as %s", "OVERWRITE" if overwrite else "INTO", table.name, operation)
-    metadata = write_dataframe(ctx.spark, batch, table.ref.path, opts)
+    metadata = write_dataframe(ctx.spark, batch, table.ref.path, HoodieConfig.of(opts))
     stats = metadata.write_stats() if metadata is not None else []
     counts = DmlCounts(inserted=sum(s.numInserts or 0 for s in stats), updated=sum(s.numUpdateWrites or 0 for s in stats))
     return counts.to_frame(ctx.spark)

@@ -151,7 +151,7 @@ def run_key_merge(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: Ke
         opts[WK.INDEX_TYPE.key] = "GLOBAL_SIMPLE"
         opts[WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH.key] = "true"
     try:
-        metadata = write_dataframe(ctx.spark, frame, table.ref.path, opts, require_unique_keys=True)
+        metadata = write_dataframe(ctx.spark, frame, table.ref.path, HoodieConfig.of(opts), require_unique_keys=True)
     except HoodieDuplicateKeyError as exc:
         log.info("%s on %s: %s; the general plan decides", verb, table.name, exc)
         return None

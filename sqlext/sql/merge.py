@@ -19,7 +19,8 @@ from sqlext.sql.assign import (
     spark_column,
     spark_message,
 )
-from sqlext.sql.changes import CARD, DELETE, INSERT, KIND, ROWID, SQL_DML_PAYLOAD, UPDATE, apply_changes, old_col
+from sqlext.sql.changes import (CARD, DELETE, INSERT, KIND, ROWID, SQL_DML_PAYLOAD, UPDATE, apply_changes, old_col,
+                                stored_location)
 from sqlext.sql.errors import HoodieSqlError
 from sqlext.sql.key_merge import key_equalities, pinned_values, plan_key_merge, run_key_merge, same_sql
 from sqlext.sql.result import DmlCounts
@@ -363,7 +364,7 @@ def _changes(ctx, joined: DataFrame, sides: MergeSides, clauses: list[Clause]) -
     rowid = F.when(F.col(T_FLAG).isNotNull(),
                    table.stored_identity(table.write_options(ctx.spark), sides.t_alias))
     return frame.select(
-        kind.alias(KIND), rowid.alias(ROWID), matched.alias(CARD), *new_values,
+        kind.alias(KIND), rowid.alias(ROWID), matched.alias(CARD), *stored_location(sides.t_alias), *new_values,
         *[sides.t(c).alias(old_col(i)) for i, c in enumerate(table.columns)],
     ).where(F.col(KIND).isNotNull())
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from sqlext.sql.table import session_hoodie_conf
-from storage.config import HoodieConfig, WriteConfigKeys as WK, validate_options
+from storage.config import KEY_PREFIX, HoodieConfig, WriteConfigKeys as WK, validate_options
+from storage.config import CompactionConfigKeys as CCK, LockConfigKeys as LK, SparkSqlConfigKeys as SK
+from storage.config import TableConfigKeys as TK
 from storage.exception import HoodieConfigError
 
 log = logging.getLogger(__name__)
@@ -73,16 +75,12 @@ _SYNC = ClassRule("meta sync class", {}, free=True)   # the catalog layer reads 
 
 RULES: dict[str, ClassRule] = {
     "payloadclass": _PAYLOAD,
-    "hoodie.datasource.write.payload.class": _PAYLOAD,
-    "hoodie.compaction.payload.class": _PAYLOAD,
-    "hoodie.table.payload.class": _PAYLOAD,
-    "hoodie.datasource.write.record.merger.impls": _MERGER,
-    "hoodie.write.record.merger.impls": _MERGER,
-    "hoodie.record.merger.impls": _MERGER,
-    "hoodie.write.lock.provider": _LOCK,
-    "hoodie.datasource.write.keygenerator.class": _KEYGEN,
-    "hoodie.table.keygenerator.class": _KEYGEN,
-    "hoodie.compaction.strategy": _COMPACTION_STRATEGY,
+    **{key: _PAYLOAD for key in (*WK.PAYLOAD_CLASS.keys(), *TK.PAYLOAD_CLASS.keys())},
+    **{key: _MERGER for key in SK.RECORD_MERGER_IMPLS.keys()},
+    LK.PROVIDER.key: _LOCK,
+    WK.KEYGENERATOR_CLASS.key: _KEYGEN,
+    TK.KEYGEN_CLASS.key: _KEYGEN,
+    CCK.STRATEGY.key: _COMPACTION_STRATEGY,
 }
 
 
@@ -123,7 +121,7 @@ def _check(key: str, value: str) -> tuple[str, str] | None:
     rule = _rule_for(key)
     classes = [v.strip() for v in str(value).split(",") if v.strip()]
     if rule is None:
-        if any(_JAVA_CLASS.match(c) for c in classes) and key.lower().startswith("hoodie."):
+        if any(_JAVA_CLASS.match(c) for c in classes) and key.lower().startswith(KEY_PREFIX):
             return "warning", "a Java class this engine does not load; the property is kept but has no effect here"
         return None
     if rule.free:

@@ -103,7 +103,7 @@ def _snapshot(ctx, node: exp.Table, ref: HudiTableRef, names: set[str] | None = 
     table = HudiTable.load(ref)
     options = time_travel_options(ctx, node, table)
     if ref.query_type:  # <t>_ro reads read-optimized, <t>_rt the realtime (snapshot) view
-        options = {**(options or {}), "hoodie.datasource.query.type": ref.query_type}
+        options = {**(options or {}), RK.QUERY_TYPE.key: ref.query_type}
     from_path = ctx.spark.conf.get(RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key, None)
     if from_path is not None:  # `SET hoodie.datasource.read.extract.partition.values.from.path=true` (queries only)
         options = {**(options or {}), RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key: from_path}
@@ -195,9 +195,9 @@ def _table_changes(ctx, node: exp.Table) -> DataFrame:
     ref = ctx.resolver.resolve(TableName.parse(name))
     if ref is None:
         raise ctx.error(f"{TABLE_CHANGES}: table {name} is not a Hudi table or does not exist", args[0], table=name)
-    options = {"hoodie.datasource.query.type": "incremental", "hoodie.datasource.read.begin.instanttime": begin}
+    options = {RK.QUERY_TYPE.key: "incremental", RK.BEGIN_INSTANTTIME.key: begin}
     if len(args) == 4:
-        options["hoodie.datasource.read.end.instanttime"] = args[3].this
+        options[RK.END_INSTANTTIME.key] = args[3].this
     try:
         return HudiTable.load(ref).snapshot(ctx.spark, options)
     except ValueError as exc:

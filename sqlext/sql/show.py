@@ -18,6 +18,7 @@ from sqlglot import exp
 
 from sqlext.sql.resolver import SUFFIX_QUERY_TYPES, TableName
 from sqlext.sql.table import HudiTable
+from storage.config import KEY_PREFIX
 from storage.config import TableConfigKeys as TK
 from storage.meta_fields import META_COLUMNS
 
@@ -156,7 +157,7 @@ def show_create_table(table: HudiTable) -> str:
     if cfg.precombine_field:
         props["preCombineField"] = cfg.precombine_field
     for key, value in sorted(cfg.props.items()):
-        if key.startswith("hoodie.") and key not in _DERIVED:
+        if key.startswith(KEY_PREFIX) and key not in _DERIVED:
             props[key] = value
     lines = [f"CREATE TABLE {name} (", cols, ")", "USING hudi"]
     if table.partition_fields:
@@ -170,7 +171,7 @@ def show_create_table(table: HudiTable) -> str:
 def table_properties(table: HudiTable) -> dict[str, str]:
     """What the catalog shows as the table's properties: hoodie.properties plus Hudi's SQL spellings."""
     cfg = table.meta.table_config
-    props = {k: v for k, v in cfg.props.items() if k not in ("hoodie.table.create.schema",)}
+    props = {k: v for k, v in cfg.props.items() if k not in (TK.CREATE_SCHEMA.key,)}
     props.update({"provider": "hudi", "type": "mor" if cfg.is_mor else "cow",
                   "primaryKey": ",".join(cfg.record_key_fields)})
     if cfg.precombine_field:

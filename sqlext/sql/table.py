@@ -12,7 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 from pyspark.sql.types import StructField, StructType
 
-from storage.config import HoodieConfig, WriteConfigKeys as WK
+from storage.config import KEY_PREFIX, HoodieConfig, WriteConfigKeys as WK
 from storage.index.index_factory import create_index, is_global_index
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY
@@ -79,16 +79,14 @@ class HudiTable:
                  partition_filter: PartitionFilter | None = None, columns: list[str] | None = None) -> DataFrame:
         """Meta columns, then the visible data columns (hidden engine columns dropped); only `columns` (of
         `snapshot_columns`) when given."""
-        df = read_table(spark, self.ref.path, options, partition_filter, columns)
+        df = read_table(spark, self.ref.path, HoodieConfig.of(options), partition_filter, columns)
         return df.drop(*self.hidden) if self.hidden else df
 
     # -- writes ----------------------------------------------------------------------------------
     def write_options(self, spark: SparkSession, extra: dict[str, str] | None = None) -> dict[str, str]:
-        """Table properties, then `SET hoodie.*` session values, then the statement's own options."""
-        opts = {k: v for k, v in self.meta.table_config.props.items() if k.startswith("hoodie.")}
-        opts.update(session_hoodie_conf(spark))
-        opts.update(extra or {})
-        return opts
+        """Table properties, then `SET hoodie.*` session values, then the statement's own options (each winning
+        over the ones before, as `HoodieTableConfig.with_options` layers them)."""
+        return dict(self.meta.table_config.with_options(HoodieConfig.of(session_hoodie_conf(spark), extra)).props)
 
     def keygen(self, options: dict[str, str]) -> KeyGenerator:
         cfg = self.meta.table_config
@@ -128,7 +126,7 @@ def session_hoodie_conf(spark: SparkSession) -> dict[str, str]:
     from storage.io.spark_conf import runtime_conf
 
     try:
-        return runtime_conf(spark, ("hoodie.",))
+        return runtime_conf(spark, (KEY_PREFIX,))
     except Exception:  # older/connect sessions: no getAll
         return {}
 

@@ -7,7 +7,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sqlext.sql.assign import check_assignment, check_identity_assignments, expression_types, parse_assignments
-from sqlext.sql.changes import KIND, ROWID, UPDATE, apply_changes
+from sqlext.sql.changes import KIND, ROWID, UPDATE, apply_changes, stored_location
 from sqlext.sql.scope import check_columns
 from sqlext.sql.target import old_values, target_rows
 
@@ -38,5 +38,6 @@ def plan(ctx, node: exp.Update) -> DataFrame:
         else:
             new.append(F.col(f"`{rows.alias}`.`{column}`").alias(column))
     rowid = table.stored_identity(table.write_options(ctx.spark), rows.alias)
-    changes = rows.frame.select(F.lit(UPDATE).alias(KIND), rowid.alias(ROWID), *new, *old_values(rows))
+    changes = rows.frame.select(F.lit(UPDATE).alias(KIND), rowid.alias(ROWID), *stored_location(rows.alias), *new,
+                                 *old_values(rows))
     return apply_changes(ctx, table, changes, node, "UPDATE").to_frame(ctx.spark)

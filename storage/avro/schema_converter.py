@@ -64,9 +64,12 @@ def record_name(table_name: str) -> str:
     return f"{table_name}_record"
 
 
+_NAMESPACE_PREFIX = "hoodie."  # of the top-level record's namespace (no config key)
+
+
 def record_namespace(table_name: str) -> str:
     """Namespace of the top-level record Java gives a table's schema."""
-    return f"hoodie.{table_name}"
+    return f"{_NAMESPACE_PREFIX}{table_name}"
 
 
 def min_bytes_for_precision(precision: int) -> int:

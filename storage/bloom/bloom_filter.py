@@ -14,9 +14,13 @@ import binascii
 import math
 import struct
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np
+
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
 
 from storage.bloom.murmur import (
     KeysLike,
@@ -548,3 +552,27 @@ def create_bloom_filter(filter_type: str = DYNAMIC_V0, num_entries: int = 60000,
     if _normalize_type_code(filter_type) == SIMPLE:
         return SimpleBloomFilter(num_entries, fpp)
     return DynamicBloomFilter(num_entries, fpp, max_entries)
+
+
+@dataclass(frozen=True)
+class BloomFilterSettings:
+    """How the record-key bloom filter of a file is built: a write's hoodie.bloom.index.filter.type,
+    hoodie.index.bloom.num_entries, hoodie.index.bloom.fpp and hoodie.bloom.index.filter.dynamic.max.entries
+    (defaults Hudi's). Small and picklable: task contexts carry it."""
+
+    filter_type: str = DYNAMIC_V0
+    num_entries: int = 60000
+    fpp: float = 1e-9
+    max_entries: int = 100000
+
+    @classmethod
+    def of(cls, config: HoodieConfig) -> "BloomFilterSettings":
+        return cls(config.get(WK.BLOOM_FILTER_TYPE), config.get(WK.BLOOM_NUM_ENTRIES), config.get(WK.BLOOM_FPP),
+                   config.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES))
+
+    def new_filter(self) -> BloomFilter:
+        return create_bloom_filter(self.filter_type, self.num_entries, self.fpp, self.max_entries)
+
+    def continued(self, stored: BloomFilter) -> Optional[BloomFilter]:
+        """`continued_bloom_filter` of `stored` with these settings."""
+        return continued_bloom_filter(stored, self.filter_type, self.num_entries, self.fpp, self.max_entries)

@@ -18,7 +18,7 @@ import logging
 import os
 import struct
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Callable, Iterable, Iterator
 
 from storage.config import HoodieConfig, LogFileConfigKeys
 from storage.exception import HoodieFileAlreadyExistsError, HoodieIOError
@@ -117,11 +117,10 @@ class HoodieLogFormatWriter:
         return io.BytesIO(), 0
 
     @classmethod
-    def from_config(cls, path: str | os.PathLike[str], config: HoodieConfig | Mapping[str, Any] | None = None,
+    def from_config(cls, path: str | os.PathLike[str], config: HoodieConfig = HoodieConfig(),
                     *, fsync: bool = False, storage: HoodieStorage | None = None) -> "HoodieLogFormatWriter":
-        conf = config if isinstance(config, HoodieConfig) else HoodieConfig.of(config)
-        return cls(path, data_block_max_size=conf.get_or(DATA_BLOCK_MAX_SIZE, DATA_BLOCK_MAX_SIZE.default),
-                   log_file_max_size=conf.get_or(LOG_FILE_MAX_SIZE, LOG_FILE_MAX_SIZE.default), fsync=fsync,
+        return cls(path, data_block_max_size=config.get_or(DATA_BLOCK_MAX_SIZE, DATA_BLOCK_MAX_SIZE.default),
+                   log_file_max_size=config.get_or(LOG_FILE_MAX_SIZE, LOG_FILE_MAX_SIZE.default), fsync=fsync,
                    storage=storage)
 
     def size(self) -> int:

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieIndexError
 
 _MASK32 = np.uint64(0xFFFFFFFF)
@@ -109,5 +110,5 @@ def bucket_id_of_file_id(file_id: str) -> int:
     head = file_id[:BUCKET_ID_DIGITS]
     if len(head) != BUCKET_ID_DIGITS or not head.isdigit():
         raise HoodieIndexError(f"file group {file_id} does not start with an {BUCKET_ID_DIGITS}-digit bucket number: "
-                               "it was not written by the BUCKET index (hoodie.index.type)")
+                               f"it was not written by the BUCKET index ({WK.INDEX_TYPE.key})")
     return int(head)

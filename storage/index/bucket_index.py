@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from typing import ClassVar
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -31,6 +32,7 @@ from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieIndexError
 from storage.fs_utils import relative_partition_path
 from storage.index.bucket_identifier import bucket_id_of_file_id, bucket_ids
+from storage.table.table_config import PROPERTIES_FILE, HoodieTableConfig
 from storage.index.hoodie_index import (
     LOC_FILE_ID,
     LOC_PARTITION,
@@ -93,11 +95,12 @@ def bucket_table_properties(config: HoodieConfig, record_key_fields: list[str]) 
             WK.BUCKET_INDEX_HASH_FIELD.key: ",".join(spec.hash_fields)}
 
 
-def with_table_index(config: HoodieConfig, table_props: dict[str, str], base_path: str = "") -> HoodieConfig:
+def with_table_index(config: HoodieConfig, table: HoodieTableConfig, base_path: str = "") -> HoodieConfig:
     """The write's options with the bucket settings its table recorded: they apply when the write does not
     give them, and a write giving other values (another index type, another number of buckets or hash fields)
     is refused, since every stored record would then be in the wrong bucket."""
-    recorded = HoodieConfig.of({p.key: table_props[p.key] for p in _TABLE_KEYS if p.key in table_props})
+    index = HoodieTableConfig({p.key: table.props[p.key] for p in _TABLE_KEYS if p.key in table.props})
+    recorded = index.with_options()
     if not is_bucket_index(recorded):
         return config
     for prop in _TABLE_KEYS:
@@ -105,10 +108,10 @@ def with_table_index(config: HoodieConfig, table_props: dict[str, str], base_pat
             continue
         if _normal(config.get(prop)) != _normal(recorded.get(prop)):
             raise HoodieIndexError(
-                f"{prop.key}={config.raw(prop)} differs from the table's {recorded.raw(prop)} (hoodie.properties of "
+                f"{prop.key}={config.raw(prop)} differs from the table's {recorded.raw(prop)} ({PROPERTIES_FILE} of "
                 f"{base_path or 'the table'}): a bucket index table keeps its index type, number of buckets and "
                 "hash fields")
-    return HoodieConfig.of(recorded.props, config.props)
+    return index.with_options(config)
 
 
 def _normal(value) -> str:
@@ -132,6 +135,7 @@ def bucket_number_column(spec: BucketSpec) -> Column:
 
 @dataclass
 class HoodieSimpleBucketIndex(HoodieIndex):
+    looks_up_stored_keys: ClassVar[bool] = False
     spec: BucketSpec = BucketSpec(256, ())
 
     def requires_tagging(self, operation) -> bool:

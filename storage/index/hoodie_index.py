@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -20,6 +20,11 @@ from storage.table.file_slice import HoodieBaseFile
 
 LOC_FILE_ID = "_hoodie_loc_file_id"
 LOC_PARTITION = "_hoodie_loc_partition"
+LOCATION_COLUMNS = (LOC_FILE_ID, LOC_PARTITION)
+# the file id in a stored record's `_hoodie_file_name`: a base file's name starts with it; a record written to a
+# log carries the file id itself (Hudi's append handle), or, from some writers, the log file's name
+BASE_FILE_ID_FROM_NAME = r"^(.+?)_\d+-\d+-\d+_\d+\.parquet$"
+LOG_FILE_ID_FROM_NAME = r"^\.(.+?)_[^_]+\.log\.\d+"
 # the counts a counting lookup (`BatchCounting`) adds to its matches, on rows without a record key
 LOOKUP_COUNT = "_hoodie_lookup_count"
 LOOKUP_NULLS = "_hoodie_lookup_nulls"
@@ -85,6 +90,8 @@ class FrameCache:
 
 @dataclass
 class HoodieIndex(ABC):
+    # whether tagging reads the stored keys (bloom, simple) - not a bucket index, which hashes them
+    looks_up_stored_keys: ClassVar[bool] = True
     is_global: bool = False
     update_partition_path: bool = True
     base_path: str = ""  # the table's: partition paths of base files are relative to it
@@ -122,6 +129,13 @@ def untagged(records: DataFrame) -> DataFrame:
     """Every record new: nothing stored to find it in."""
     return records.withColumn(LOC_FILE_ID, F.lit(None).cast("string")).withColumn(
         LOC_PARTITION, F.lit(None).cast("string"))
+
+
+def file_id_of_file_name(file_name: Column) -> Column:
+    """The file group of a stored record, from its `_hoodie_file_name` meta column."""
+    from_base = F.regexp_extract(file_name, BASE_FILE_ID_FROM_NAME, 1)
+    from_log = F.regexp_extract(file_name, LOG_FILE_ID_FROM_NAME, 1)
+    return F.when(from_base != "", from_base).when(from_log != "", from_log).otherwise(file_name)
 
 
 def join_keys(is_global: bool) -> list[str]:

@@ -50,7 +50,7 @@ def is_global_index(config: HoodieConfig) -> bool:
 
 
 def create_index(index_type: str, update_partition_path: bool | None = None,
-                 config: HoodieConfig | None = None, base_path: str = "",
+                 config: HoodieConfig = HoodieConfig(), base_path: str = "",
                  storage_options: StorageOptions | None = None,
                  record_key_fields: list[str] | None = None) -> HoodieIndex:
     """The index of `index_type` for the table at `base_path` (reached with `storage_options`), set up from
@@ -60,9 +60,8 @@ def create_index(index_type: str, update_partition_path: bool | None = None,
     `hoodie.bloom.index.update.partition.path`)."""
     key = (index_type or "").strip().upper()
     if key not in INDEXES:
-        raise HoodieIndexError(f"unsupported index type {index_type!r} (hoodie.index.type); "
+        raise HoodieIndexError(f"unsupported index type {index_type!r} ({WK.INDEX_TYPE.key}); "
                                f"supported: {', '.join(sorted(INDEXES))}")
-    config = config or HoodieConfig()
     if update_partition_path is None:
         option = WK.BLOOM_INDEX_UPDATE_PARTITION_PATH if "BLOOM" in key else WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH
         update_partition_path = config.get(option)

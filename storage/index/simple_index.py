@@ -8,6 +8,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from storage.index.hoodie_index import (  # noqa: F401  (LOC_* are imported from here by the write client)
+    BASE_FILE_ID_FROM_NAME,
     LOC_FILE_ID,
     LOC_PARTITION,
     HoodieIndex,
@@ -20,7 +21,6 @@ from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.read.parquet_scan import scan_parquet
 from storage.table.file_slice import HoodieBaseFile
 
-FILE_ID_FROM_NAME = r"^(.+?)_\d+-\d+-\d+_\d+\.parquet$"  # the file id of a base file name
 _FILE_NAME = "_hoodie_src_file_name"
 
 
@@ -37,7 +37,7 @@ class HoodieSimpleIndex(HoodieIndex):
         return df.select(
             record_key.alias(RECORD_KEY),
             partition.alias(LOC_PARTITION),
-            F.regexp_extract(F.col(_FILE_NAME), FILE_ID_FROM_NAME, 1).alias(LOC_FILE_ID),
+            F.regexp_extract(F.col(_FILE_NAME), BASE_FILE_ID_FROM_NAME, 1).alias(LOC_FILE_ID),
         )
 
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],

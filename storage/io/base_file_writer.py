@@ -9,22 +9,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from storage.io.storage import HoodieStorage
-from storage.config import HoodieConfig, WriteConfigKeys as WK
 from storage.meta_fields import RECORD_KEY
 from storage.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
     BloomFilter,
+    BloomFilterSettings,
     BLOOM_FILTER_TYPE_CODE_KEY,
     MAX_RECORD_KEY_FOOTER,
     MIN_RECORD_KEY_FOOTER,
-    create_bloom_filter,
 )
 from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY
-
-def bloom_options_of(config: HoodieConfig) -> dict:
-    """The bloom filter settings of a write (hoodie.bloom.index.filter.type, num_entries, fpp, max entries)."""
-    return {"filter_type": config.get(WK.BLOOM_FILTER_TYPE), "num_entries": config.get(WK.BLOOM_NUM_ENTRIES),
-            "fpp": config.get(WK.BLOOM_FPP), "max_entries": config.get(WK.BLOOM_DYNAMIC_MAX_ENTRIES)}
 
 
 @dataclass(frozen=True)
@@ -41,8 +35,8 @@ class KeyFooter:
     With a `seed`, the seeded rows' keys only widen the key range, and later keys the filter may hold already
     (updated records) are not added twice: the filter holds every key of the file, as one built afresh does."""
 
-    def __init__(self, bloom_options: dict, seed: BloomSeed | None = None):
-        self._bloom = seed.bloom if seed is not None else create_bloom_filter(**bloom_options)
+    def __init__(self, bloom_settings: BloomFilterSettings, seed: BloomSeed | None = None):
+        self._bloom = seed.bloom if seed is not None else bloom_settings.new_filter()
         self._seeded = seed.rows if seed is not None else 0
         self._probe = seed is not None
         self._min: str | None = None
@@ -77,9 +71,9 @@ class KeyFooter:
         }
 
 
-def footer_metadata(record_keys: pa.Array, bloom_options: dict) -> dict[bytes, bytes]:
+def footer_metadata(record_keys: pa.Array, bloom_settings: BloomFilterSettings) -> dict[bytes, bytes]:
     """Bloom filter and key range over the file's record keys."""
-    return KeyFooter(bloom_options).add(record_keys).metadata()
+    return KeyFooter(bloom_settings).add(record_keys).metadata()
 
 
 _DICTIONARY_SAMPLE = 4096
@@ -100,11 +94,11 @@ def dictionary_columns(table: pa.Table) -> list[str] | bool:
     return chosen
 
 
-def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_options: dict,
+def write_base_file(storage: HoodieStorage, path: str, table: pa.Table, bloom_settings: BloomFilterSettings,
                     compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
                     populate_meta_fields: bool = True, bloom_seed: BloomSeed | None = None) -> int:
     """Write `table` (meta columns first) to `path`; returns the file size in bytes."""
-    writer = BaseFileWriter(storage, path, table.schema, bloom_options, compression, row_group_bytes,
+    writer = BaseFileWriter(storage, path, table.schema, bloom_settings, compression, row_group_bytes,
                             populate_meta_fields, bloom_seed)
     try:
         writer.write(table)
@@ -126,12 +120,12 @@ class BaseFileWriter:
     bloom filter and key range cover every key written when `close` finishes the file. For merges that do not
     hold the whole file in memory; `write_base_file` is the one-table case."""
 
-    def __init__(self, storage: HoodieStorage, path: str, schema: pa.Schema, bloom_options: dict,
+    def __init__(self, storage: HoodieStorage, path: str, schema: pa.Schema, bloom_settings: BloomFilterSettings,
                  compression: str = "snappy", row_group_bytes: int = 128 * 1024 * 1024,
                  populate_meta_fields: bool = True, bloom_seed: BloomSeed | None = None):
         self._storage, self._path, self._row_group_bytes = storage, path, row_group_bytes
         self._schema, self._compression = schema, compression
-        self._footer = KeyFooter(bloom_options, bloom_seed) if populate_meta_fields else None
+        self._footer = KeyFooter(bloom_settings, bloom_seed) if populate_meta_fields else None
         self._out = storage.open_output_stream(path)
         self._opened: pq.ParquetWriter | None = None  # opened on the first rows: they choose the dictionary columns
         self.num_rows = 0

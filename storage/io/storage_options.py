@@ -23,6 +23,7 @@ import os
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from storage.config import HoodieConfig
 from storage.exception import HoodieIOError
 
 log = logging.getLogger(__name__)
@@ -176,12 +177,12 @@ def default_storage_options() -> StorageOptions:
     return StorageOptions.of()
 
 
-def session_storage_options(spark, options: Mapping[str, Any] | None = None) -> StorageOptions:
+def session_storage_options(spark, config: HoodieConfig = HoodieConfig()) -> StorageOptions:
     """The storage options of a Spark session (its `spark.hadoop.fs.*` conf, static and runtime) overlaid with
-    a write's or read's own `fs.*` options; the process default when there is no session."""
+    the `fs.*` options of a write's or read's `config`; the process default when there is no session."""
     if spark is None:
-        return StorageOptions.of(dict(default_storage_options().entries), options)
+        return StorageOptions.of(dict(default_storage_options().entries), config.props)
     from storage.io.spark_conf import runtime_conf, static_conf
 
     conf = {**static_conf(spark, _SPARK_HADOOP_PREFIX + "fs."), **static_conf(spark, "fs.")}
-    return StorageOptions.of(conf, runtime_conf(spark, (_SPARK_HADOOP_PREFIX,)), options)
+    return StorageOptions.of(conf, runtime_conf(spark, (_SPARK_HADOOP_PREFIX,)), config.props)

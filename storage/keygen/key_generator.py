@@ -6,12 +6,12 @@ several partition fields), NON_PARTITION, TIMESTAMP (partition path formatted fr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
 
 from storage.config import HoodieConfig, parse_list
+from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieKeyError
 from storage.keygen.timestamp_based import TimestampBasedConfig
 
@@ -57,13 +57,13 @@ class KeyGenerator:
     partition_fields: list[str]
     hive_style: bool = False
     url_encode: bool = False
-    timestamp_options: dict[str, str] = field(default_factory=dict)
+    keygen_config: HoodieConfig = field(default_factory=HoodieConfig)  # its hoodie.keygen.* options
 
     # -- record key ------------------------------------------------------------------------------
     def record_key(self) -> Column:
         """`_hoodie_record_key`; fails the Spark job with a message naming the field for a null/empty key."""
         if not self.record_key_fields:
-            raise HoodieKeyError("no record key field configured (hoodie.datasource.write.recordkey.field)")
+            raise HoodieKeyError(f"no record key field configured ({WK.RECORDKEY_FIELD.key})")
         if len(self.record_key_fields) == 1 and self.keygen_type != "COMPLEX":
             name = self.record_key_fields[0]
             value = _as_string(name)
@@ -116,7 +116,7 @@ class KeyGenerator:
         return self.timestamp_config().partition_value(name, F.col(_quote(name)))
 
     def timestamp_config(self) -> TimestampBasedConfig:
-        return TimestampBasedConfig.of(HoodieConfig.of(self.timestamp_options))
+        return TimestampBasedConfig.of(self.keygen_config)
 
     def required_fields(self) -> list[str]:
         parts = [spec.partition(":")[0] for spec in self.partition_fields] if self.keygen_type != "NON_PARTITION" else []
@@ -146,15 +146,13 @@ def _as_string(name: str) -> Column:
 
 
 def create_key_generator(config: HoodieConfig, record_keys: list[str], partition_fields: list[str],
-                         keygen_class: str | None, hive_style: bool, url_encode: bool,
-                         table_props: Mapping[str, str] | None = None) -> KeyGenerator:
-    """The key generator of a write. `table_props` (hoodie.properties of an existing table) supply the
-    `hoodie.keygen.*` options the table was created with; the write's own options win, as in Hudi."""
+                         keygen_class: str | None, hive_style: bool, url_encode: bool) -> KeyGenerator:
+    """The key generator of a write, with the `hoodie.keygen.*` options of `config` (for an existing table, the
+    table's properties layered with the write's options: `HoodieTableConfig.with_options`, where the write's win,
+    as in Hudi)."""
     keygen_type = resolve_keygen_type(keygen_class, record_keys, partition_fields)
-    ts_opts = {k: v for k, v in (table_props or {}).items() if k.startswith(_KEYGEN_PREFIXES)}
-    ts_opts.update({k: v for k, v in config.items() if k.startswith(_KEYGEN_PREFIXES)})
     parts = [] if keygen_type == "NON_PARTITION" else partition_fields
-    keygen = KeyGenerator(keygen_type, record_keys, parts, hive_style, url_encode, ts_opts)
+    keygen = KeyGenerator(keygen_type, record_keys, parts, hive_style, url_encode, config.subset(_KEYGEN_PREFIXES))
     if timestamp_partition_fields(keygen_type, parts):
         keygen.timestamp_config()  # a missing or bad hoodie.keygen.timebased.* option fails here, before any work
     return keygen

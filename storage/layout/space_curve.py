@@ -52,11 +52,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.config import ClusteringConfigKeys as CK
 from storage.exception import HoodieClusteringError, HoodieConfigError
 
 log = logging.getLogger(__name__)
 
-LAYOUT_OPTIMIZE_STRATEGY_KEY = "hoodie.layout.optimize.strategy"
+LAYOUT_OPTIMIZE_STRATEGY_KEY = CK.LAYOUT_OPTIMIZE_STRATEGY.key
 # The davidmoten curve Hudi builds: HilbertCurve.bits(63).dimensions(n); indexes padded to 63 bytes.
 HILBERT_BITS = 63
 HILBERT_KEY_BYTES = 63
@@ -126,7 +127,7 @@ def _is_binary(t: pa.DataType) -> bool:
 def _resolve_columns(table: pa.Table, columns: list[str]) -> list[int]:
     """Schema positions of the sort columns; unknown names are an error naming what is there."""
     if not columns:
-        raise HoodieClusteringError("no sort columns given (hoodie.clustering.plan.strategy.sort.columns is empty)")
+        raise HoodieClusteringError(f"no sort columns given ({CK.SORT_COLUMNS.key} is empty)")
     names = table.schema.names
     missing = [c for c in columns if c not in names]
     if missing:

@@ -3,18 +3,21 @@ compaction all use, so a table merges the same way whichever path touches it.
 
 The merge mode comes from `hoodie.record.merge.mode` when set, else from the payload class as Apache Hudi
 infers it (DefaultHoodieRecordPayload, EventTimeAvroPayload -> event time; OverwriteWithLatestAvroPayload ->
-commit time), else event time. Options (a write's or read's) are looked at before the table's properties, as
-Hudi does. Event time needs an ordering (precombine) field; without one Hudi falls back to commit time.
+commit time), else event time. Options (a write's or read's config) are looked at before the table's properties,
+as Hudi does. Event time needs an ordering (precombine) field; without one Hudi falls back to commit time.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Mapping
+from typing import TYPE_CHECKING
 
 from storage.config import HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.exception import HoodieMergeError
 from storage.merge.record_merger import RecordMergeMode
+
+if TYPE_CHECKING:
+    from storage.table.table_config import HoodieTableConfig
 
 log = logging.getLogger(__name__)
 
@@ -41,10 +44,11 @@ class MergeSpec:
         return MergeSpec(mode, ordering_field, self.payload)
 
 
-def resolve_merge_spec(table_props: Mapping[str, str] | None, ordering_field: str | None,
-                       options: Mapping[str, str] | None = None) -> MergeSpec:
-    """The merge of a table with `table_props` (hoodie.properties) and `ordering_field`, under `options`."""
-    sources = [HoodieConfig.of(options), HoodieConfig.of(table_props)]
+def resolve_merge_spec(table: "HoodieTableConfig", ordering_field: str | None,
+                       config: HoodieConfig = HoodieConfig()) -> MergeSpec:
+    """The merge of `table` (its hoodie.properties) with `ordering_field`, under the options of `config`. Each
+    of the two is asked on its own (the options first, every spelling of a key), not their layered union."""
+    sources = [config, HoodieConfig(table.props)]
     payload = next((p for p in (c.raw(prop) for c in sources for prop in (WK.PAYLOAD_CLASS, TK.PAYLOAD_CLASS)) if p),
                    "")
     simple = payload.rsplit(".", 1)[-1]

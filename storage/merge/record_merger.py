@@ -28,6 +28,7 @@ import pyarrow.compute as pc
 
 from storage.arrow_util import constant_array, flat_array, row_numbers
 from storage.meta_fields import IS_DELETED, RECORD_KEY
+from storage.config import TableConfigKeys as TK
 from storage.exception import HoodieMergeError
 
 log = logging.getLogger(__name__)
@@ -250,7 +251,7 @@ def record_keys_from_fields(table: pa.Table, key_fields: list[str] | tuple[str, 
     the value of a single key field, else (or with `complex_keys`, the ComplexKeyGenerator) `field:value` pairs
     joined by commas (null -> `__null__`, empty -> `__empty__`)."""
     if not key_fields:
-        raise HoodieMergeError("the table has neither _hoodie_record_key values nor hoodie.table.recordkey.fields")
+        raise HoodieMergeError(f"the table has neither _hoodie_record_key values nor {TK.RECORDKEY_FIELDS.key}")
     missing = [f for f in key_fields if f not in table.column_names]
     if missing:
         raise HoodieMergeError(f"record key field(s) {', '.join(missing)} missing from the records")

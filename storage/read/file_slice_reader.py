@@ -6,7 +6,7 @@ Public contract (used by storage/table_service/compaction.py):
     read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext) -> pa.Table
 
 returns the slice's surviving records with the meta columns first, then the data columns of `schema` in its
-order (`schema` may or may not list the meta columns). `FileSliceReadContext.for_table(meta_client, as_of=None)`
+order (`schema` may or may not list the meta columns). `FileSliceReadContext.for_table(meta_client, as_of, config)`
 captures everything the merge needs from the table and timeline; it is a small picklable value, so the driver
 builds it once and ships it to the tasks.
 """
@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.arrow_util import constant_array
+from storage.config import HoodieConfig
 from storage.io.parquet import parquet_file, read_parquet_schema
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
@@ -91,9 +92,11 @@ class FileSliceReadContext:
 
     @classmethod
     def for_table(cls, meta_client: HoodieTableMetaClient, as_of: str | None = None,
-                  options: Mapping[str, str] | None = None) -> "FileSliceReadContext":
-        config = meta_client.table_config
-        is_v8 = config.timeline_layout_version >= 2
+                  config: HoodieConfig = HoodieConfig()) -> "FileSliceReadContext":
+        """The context of a read of `meta_client`'s table at `as_of` (None: the latest), whose records merge as the
+        table's properties and the read's options (`config`) say (storage.merge.merge_resolver)."""
+        table = meta_client.table_config
+        is_v8 = table.timeline_layout_version >= 2
         timeline = meta_client.timeline
 
         def point(i: HoodieInstant) -> str:
@@ -103,21 +106,20 @@ class FileSliceReadContext:
                           if as_of is None or point(i) <= as_of)
         pending = frozenset(i.timestamp for i in timeline.pending())
         first = timeline.commits_timeline_start()
-        ordering = config.precombine_field or None
-        props = dict(config.props)
+        ordering = table.precombine_field or None
         return cls(
             base_path=meta_client.base_path,
-            table_version=config.version,
-            timeline_layout_version=config.timeline_layout_version,
+            table_version=table.version,
+            timeline_layout_version=table.timeline_layout_version,
             valid_instants=valid,
             pending_instants=pending,
             first_active_instant=first,
             as_of=as_of,
-            merge=resolve_merge_spec(props, ordering, options),
-            record_key_fields=tuple(config.record_key_fields or ()),
-            populate_meta_fields=config.populate_meta_fields,
-            complex_keys=resolve_keygen_type(config.keygen_class, config.record_key_fields or [],
-                                             config.partition_fields or []) == "COMPLEX",
+            merge=resolve_merge_spec(table, ordering, config),
+            record_key_fields=tuple(table.record_key_fields or ()),
+            populate_meta_fields=table.populate_meta_fields,
+            complex_keys=resolve_keygen_type(table.keygen_class, table.record_key_fields or [],
+                                             table.partition_fields or []) == "COMPLEX",
             storage_options=meta_client.storage_options,
         )
 

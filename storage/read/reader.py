@@ -40,13 +40,13 @@ log = logging.getLogger(__name__)
 PartitionFilter = Callable[[dict[str, str]], bool]
 
 
-def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | None = None,
+def read_table(spark: SparkSession, base_path: str, config: HoodieConfig = HoodieConfig(),
                partition_filter: PartitionFilter | None = None, columns: Sequence[str] | None = None) -> DataFrame:
-    """The table as a DataFrame. `columns` (names, any case): only these columns, in the table's order — what
-    a caller that knows its query needs passes, so a merge-on-read scan reads and merges only those (Spark
-    cannot push a projection into the merging tasks)."""
+    """The table as a DataFrame, read with the options of `config`. `columns` (names, any case): only these
+    columns, in the table's order — what a caller that knows its query needs passes, so a merge-on-read scan
+    reads and merges only those (Spark cannot push a projection into the merging tasks)."""
     tally = RequestTally(spark)
-    df = _read(spark, base_path, options, partition_filter, columns)
+    df = _read(spark, base_path, config, partition_filter, columns)
     tally.report(f"planning the read of {base_path}")  # the tasks' reads happen when the DataFrame runs
     if columns is None:
         return df
@@ -54,16 +54,15 @@ def read_table(spark: SparkSession, base_path: str, options: dict[str, str] | No
     return df.select(*[F.col(f"`{c}`") for c in df.columns if c.lower() in wanted])
 
 
-def _read(spark: SparkSession, base_path: str, options: dict[str, str] | None,
+def _read(spark: SparkSession, base_path: str, config: HoodieConfig,
           partition_filter: PartitionFilter | None, columns: Sequence[str] | None) -> DataFrame:
-    config = HoodieConfig.of(options)
-    meta = HoodieTableMetaClient.load_in_session(spark, base_path, options)
-    validate_options(options, f"read of {meta.base_path}", meta.table_config.props)
+    meta = HoodieTableMetaClient.load_in_session(spark, base_path, config)
+    validate_options(config.props, f"read of {meta.base_path}", meta.table_config.props)
     query_type = (config.get(RK.QUERY_TYPE) or "snapshot").lower()
     if query_type == "incremental":
         return _incremental(spark, meta, config, partition_filter)
     if query_type not in ("snapshot", "read_optimized"):
-        raise HoodieReadError(f"unknown query type {query_type!r} (hoodie.datasource.query.type): "
+        raise HoodieReadError(f"unknown query type {query_type!r} ({RK.QUERY_TYPE.key}): "
                               "expected snapshot, read_optimized or incremental")
     as_of = config.get(RK.AS_OF_INSTANT)
     as_of = normalize_instant_time(as_of) if as_of else None
@@ -94,7 +93,7 @@ def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list
     path_values = PathPartitionValues.for_read(meta, arrow_schema, config)
     read_schema = path_values.read_schema(arrow_schema) if path_values else arrow_schema
     spark_schema = from_arrow_schema(read_schema, prefer_timestamp_ntz=False)
-    ctx = FileSliceReadContext.for_table(meta, as_of, dict(config.items()))
+    ctx = FileSliceReadContext.for_table(meta, as_of, config)
     log.info("MOR snapshot of %s: %d slices through the parquet reader, %d merged with their logs",
              meta.base_path, len(plain), len(merging))
     wanted = None if columns is None else {c.lower() for c in columns}
@@ -149,7 +148,7 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
                  partition_filter: PartitionFilter | None) -> DataFrame:
     begin = config.get(RK.BEGIN_INSTANTTIME)
     if begin is None:
-        raise HoodieReadError("incremental query needs hoodie.datasource.read.begin.instanttime")
+        raise HoodieReadError(f"incremental query needs {RK.BEGIN_INSTANTTIME.key}")
     begin = "0" * 17 if str(begin) in ("0", "000", "earliest") else normalize_instant_time(begin)
     end = config.get(RK.END_INSTANTTIME)
     end = normalize_instant_time(end) if end else None

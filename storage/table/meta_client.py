@@ -4,12 +4,15 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from storage.config import HoodieConfig
 from storage.config import TableConfigKeys as K
 from storage.fs_utils import META_FOLDER, TEMP_FOLDER
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
 from storage.io.storage_options import StorageOptions, session_storage_options
 from storage.table.table_config import (
+    BACKUP_FILE,
+    PROPERTIES_FILE,
     HoodieTableConfig,
     HoodieTableNotFoundError,
     create_table_config,
@@ -62,17 +65,17 @@ class HoodieTableMetaClient:
         return cls(base, storage, config, timeline)
 
     @classmethod
-    def load_in_session(cls, spark, base_path: str, options: dict[str, str] | None = None) -> "HoodieTableMetaClient":
-        """Load with the storage options of a Spark session (its `spark.hadoop.fs.*` conf) and `options`."""
+    def load_in_session(cls, spark, base_path: str, config: HoodieConfig = HoodieConfig()) -> "HoodieTableMetaClient":
+        """Load with the storage options of a Spark session (its `spark.hadoop.fs.*` conf) and `config`'s."""
         base = normalize_base_path(base_path)
-        return cls.load(base, HoodieStorage.for_path(base, session_storage_options(spark, options)))
+        return cls.load(base, HoodieStorage.for_path(base, session_storage_options(spark, config)))
 
     @classmethod
     def exists(cls, base_path: str, storage: HoodieStorage | None = None) -> bool:
         base = normalize_base_path(base_path)
         storage = storage or HoodieStorage.for_path(base)
         meta = f"{base}/{META_FOLDER}"
-        return storage.exists(f"{meta}/hoodie.properties") or storage.exists(f"{meta}/hoodie.properties.backup")
+        return storage.exists(f"{meta}/{PROPERTIES_FILE}") or storage.exists(f"{meta}/{BACKUP_FILE}")
 
     @classmethod
     def init_table(cls, base_path: str, config: HoodieTableConfig, storage: HoodieStorage | None = None) -> "HoodieTableMetaClient":

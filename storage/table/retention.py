@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from storage.avro.container import read_avro_container
+from storage.config import CleanConfigKeys as CK
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant
 
@@ -35,5 +36,5 @@ def check_files_retained(meta: HoodieTableMetaClient, instant_time: str, what: s
     if meta.timeline.completed().of_actions([Action.SAVEPOINT]).contains_timestamp(instant_time):
         return
     raise HoodieReadError(f"{what} at {instant_time} of {meta.base_path}: the cleaner retains the file versions of "
-                          f"commits from {retained} on (hoodie.cleaner.commits.retained); the data before that was "
+                          f"commits from {retained} on ({CK.COMMITS_RETAINED.key}); the data before that was "
                           "cleaned. Query a later instant or a savepoint")

@@ -10,7 +10,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from storage.config import ConfigProperty, HoodieConfig, TableConfigKeys as K
+from storage.config import KEY_PREFIX, ConfigProperty, HoodieConfig, TableConfigKeys as K
 from storage.io.storage import HoodieStorage
 from storage.table.properties_file import format_properties, parse_properties
 from storage.exception import HoodieCorruptedMetadataError, HoodieTableNotFoundError
@@ -48,6 +48,15 @@ class HoodieTableConfig:
 
     def get(self, prop: ConfigProperty):
         return HoodieConfig(self.props).get(prop)
+
+    def with_options(self, config: HoodieConfig = HoodieConfig()) -> HoodieConfig:
+        """The configuration an action on this table runs with: the table's `hoodie.*` properties, overlaid by
+        `config` (the options a write, read, table service or procedure was given). The one precedence rule
+        wherever a table's properties and options meet: an option wins over the table property of the same key
+        (as spelt: a key given under one spelling by each side keeps both, and `HoodieConfig.get` tries a
+        property's primary key before its alternatives); a key only one side gives comes from that side. Other
+        keys of hoodie.properties (ALTER TABLE SET TBLPROPERTIES may store any) are no options and stay out."""
+        return HoodieConfig({**{k: v for k, v in self.props.items() if k.startswith(KEY_PREFIX)}, **config.props})
 
     @property
     def name(self) -> str:

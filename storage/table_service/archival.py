@@ -1,7 +1,7 @@
 """Archival (Hudi's HoodieTimelineArchiver, timeline layout 1): keeps the active timeline
 short by moving old instants into `.hoodie/archived/` (read back by storage.timeline.archived_timeline).
 
-Python API: ``archive(base_path_or_meta, options=None, spark=None) -> list[HoodieInstant]`` (the completed
+Python API: ``archive(base_path_or_meta, config=HoodieConfig(), spark=None) -> list[HoodieInstant]`` (the completed
 instants archived) and ``check_archival_config(config)``.
 
 What is archived (once more than `hoodie.keep.max.commits` completed instants exist, down to
@@ -280,11 +280,10 @@ def _delete_archived_instants(meta: HoodieTableMetaClient, instants: list[Hoodie
         timeline.delete_instant_file(instant)
 
 
-def archive(table: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+def archive(table: HoodieTableMetaClient | str, config: HoodieConfig = HoodieConfig(),
             spark=None) -> list[HoodieInstant]:
     """Archive what the rules allow; the completed instants archived (empty when below the batch size)."""
-    meta = service_meta_client(table, "archival", spark, options)
-    config = HoodieConfig.of(options or {})
+    meta = service_meta_client(table, "archival", spark, config)
     check_archival_config(config)
     # under the table lock, as Hudi's archiver: a writer's conflict check must not read a timeline whose
     # instants are half moved to the archive

@@ -60,9 +60,9 @@ def rewrite_footer_filter(storage: HoodieStorage, path: str, tail: TailOrder, ma
     return len(keys)
 
 
-def legacy_footer_files(table, spark=None, options: dict[str, str] | None = None) -> list[tuple[str, str]]:
+def legacy_footer_files(table, spark=None, config: HoodieConfig = HoodieConfig()) -> list[tuple[str, str]]:
     """(partition path, file path) of every base file in the table's file system view with a legacy footer."""
-    meta = service_meta_client(table, "repair_bloom_filters", spark, options)
+    meta = service_meta_client(table, "repair_bloom_filters", spark, config)
     found = []
     for group in FileSystemView(meta).file_groups():
         for file_slice in group.ordered_slices():  # older versions too: a restore makes them the latest again
@@ -72,13 +72,13 @@ def legacy_footer_files(table, spark=None, options: dict[str, str] | None = None
     return sorted(found)
 
 
-def repair_bloom_filters(table, spark=None, options: dict[str, str] | None = None,
+def repair_bloom_filters(table, spark=None, config: HoodieConfig = HoodieConfig(),
                          dry_run: bool = False) -> list[RepairedFile]:
     """Rewrite every legacy footer of the table (module doc); with `dry_run`, only say which files would be."""
-    meta = service_meta_client(table, "repair_bloom_filters", spark, options)
-    config = HoodieConfig.of(meta.table_config.props, options)
+    meta = service_meta_client(table, "repair_bloom_filters", spark, config)
     repaired = []
-    with TransactionManager.for_table(meta, config).transaction("repair bloom filters"):
+    txn = TransactionManager.for_table(meta, meta.table_config.with_options(config))
+    with txn.transaction("repair bloom filters"):
         for partition, path in legacy_footer_files(meta):
             name = path.rsplit("/", 1)[-1]
             keys = -1 if dry_run else rewrite_footer_filter(meta.storage, path, TailOrder.HUDI)

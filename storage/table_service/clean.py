@@ -3,11 +3,13 @@ needs, in three phases on the timeline.
 
 Python API (`CALL run_clean` / `show_cleans` / `show_clean_plans` map onto it):
 
-- ``schedule_clean(meta_client_or_path, options=None) -> str | None``: plans (storage.table_service.clean_planner)
-  and writes ``<t>.clean.requested`` (Avro HoodieCleanerPlan); None when nothing is to be cleaned.
-- ``run_clean(spark, base_path, options=None, force=True) -> str | None``: first finishes any pending clean (a
-  clean that died re-executes its saved plan), then schedules and executes a new one (with ``force=False`` only
-  when ``hoodie.clean.max.commits`` commits were made since the last clean). Returns the new clean instant.
+- ``schedule_clean(meta_client_or_path, config=HoodieConfig()) -> str | None``: plans
+  (storage.table_service.clean_planner) and writes ``<t>.clean.requested`` (Avro HoodieCleanerPlan); None when
+  nothing is to be cleaned.
+- ``run_clean(spark, base_path, config=HoodieConfig(), force=True) -> str | None``: first finishes any pending
+  clean (a clean that died re-executes its saved plan), then schedules and executes a new one (with
+  ``force=False`` only when ``hoodie.clean.max.commits`` commits were made since the last clean). Returns the new
+  clean instant.
 - ``clean_table(...) -> CleanOutcome``: the same, telling the pending cleans it finished and, when no new clean
   deleted a file, why (logged at INFO too): the trigger is not reached, the planner's reason (no more commits
   than retained, no file version older than the retained ones, ...), a pending clean was finished instead, or an
@@ -32,6 +34,7 @@ from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.exception import HoodieCleanError, HoodieHeartbeatError
 from storage.io.storage import HoodieStorage
+from storage.io.storage_options import StorageOptions
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.clean_planner import CleanPlanner, HoodieCleanerPlan, last_completed_clean
 from storage.table_service.service_table import service_meta_client
@@ -47,16 +50,15 @@ log = logging.getLogger(__name__)
 CLEAN_METADATA_VERSION = 2  # CleanerUtils.LATEST_CLEAN_METADATA_VERSION
 
 
-def clean_config(meta: HoodieTableMetaClient, options: dict[str, str] | None) -> HoodieConfig:
-    """Cleaner options; the policy is checked at once so a bad name fails before anything is written."""
-    config = HoodieConfig.of(options or {})
+def check_clean_config(meta: HoodieTableMetaClient, config: HoodieConfig) -> None:
+    """Check the cleaner options of `config` at once, so a bad policy or retention fails before anything is
+    written."""
     from storage.table_service.clean_planner import HoodieCleaningPolicy
 
     HoodieCleaningPolicy.of(config.get(CK.POLICY))
     for prop in (CK.COMMITS_RETAINED, CK.FILE_VERSIONS_RETAINED, CK.HOURS_RETAINED, CK.MAX_COMMITS):
         if config.get(prop) < 1:
             raise HoodieCleanError(f"{prop.key} must be at least 1, got {config.get(prop)} (table {meta.base_path})")
-    return config
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ def trigger_not_reached(meta: HoodieTableMetaClient, config: HoodieConfig) -> st
     """Why the trigger strategy does not clean yet; None when it does (see `needs_cleaning`)."""
     strategy = str(config.get(CK.TRIGGER_STRATEGY)).upper()
     if strategy != "NUM_COMMITS":
-        raise HoodieCleanError(f"unknown hoodie.clean.trigger.strategy {strategy!r}; use NUM_COMMITS")
+        raise HoodieCleanError(f"unknown {CK.TRIGGER_STRATEGY.key} {strategy!r}; use NUM_COMMITS")
     last = meta.timeline.of_actions([Action.CLEAN]).last()
     commits = meta.timeline.completed().write_timeline()
     since = [c for c in commits if last is None or c.timestamp > last.timestamp]
@@ -91,11 +93,12 @@ def trigger_not_reached(meta: HoodieTableMetaClient, config: HoodieConfig) -> st
             f"cleans after {CK.MAX_COMMITS.key}={wanted}")
 
 
-def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, config: HoodieConfig = HoodieConfig(),
                    spark=None) -> str | None:
     """Plan a clean and save it as `<t>.clean.requested`; the instant time, or None if nothing is to clean."""
-    meta = service_meta_client(meta_client_or_path, "clean", spark, options)
-    instant_time, plan = _schedule(meta, clean_config(meta, options))
+    meta = service_meta_client(meta_client_or_path, "clean", spark, config)
+    check_clean_config(meta, config)
+    instant_time, plan = _schedule(meta, config)
     if instant_time is None:
         log.info("nothing to clean in %s: %s", meta.base_path, plan.reason)
     return instant_time
@@ -142,17 +145,17 @@ def _age_ms(instant_time: str, now: float | None) -> float:
     return ((now if now is not None else time.time()) - parse_instant(instant_time).timestamp()) * 1000
 
 
-def run_clean(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+def run_clean(spark, base_path: HoodieTableMetaClient | str, config: HoodieConfig = HoodieConfig(),
               force: bool = True) -> str | None:
     """Finish pending cleans, then schedule and execute a new clean; the new clean's instant time or None."""
-    return clean_table(spark, base_path, options, force).instant
+    return clean_table(spark, base_path, config, force).instant
 
 
-def clean_table(spark, base_path: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+def clean_table(spark, base_path: HoodieTableMetaClient | str, config: HoodieConfig = HoodieConfig(),
                 force: bool = True) -> CleanOutcome:
     """`run_clean`, telling what it did and, when no new clean deleted a file, why."""
-    meta = service_meta_client(base_path, "clean", spark, options)
-    config = clean_config(meta, options)
+    meta = service_meta_client(base_path, "clean", spark, config)
+    check_clean_config(meta, config)
     finished = []
     for pending in list(meta.timeline.pending().of_actions([Action.CLEAN])):
         if _execute_claimed(spark, meta, config, pending.timestamp):
@@ -242,7 +245,8 @@ def delete_files(spark, storage: HoodieStorage, files_per_partition: dict[str, l
     return results
 
 
-def _delete_task(groups: Iterable[tuple[str, list[str]]], options) -> Iterator[tuple[str, str, bool]]:
+def _delete_task(groups: Iterable[tuple[str, list[str]]],
+                 options: StorageOptions) -> Iterator[tuple[str, str, bool]]:
     storage = None
     for partition, files in groups:
         for path in files:

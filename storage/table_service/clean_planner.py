@@ -55,7 +55,7 @@ class HoodieCleaningPolicy(str, Enum):
         try:
             return cls(str(name).strip().upper())
         except ValueError:
-            raise HoodieCleanError(f"unknown cleaner policy {name!r} (hoodie.cleaner.policy); use "
+            raise HoodieCleanError(f"unknown cleaner policy {name!r} ({CK.POLICY.key}); use "
                                    f"{', '.join(p.value for p in cls)}") from None
 
     @property

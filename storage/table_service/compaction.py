@@ -2,14 +2,14 @@
 
 Python API (stable; `CALL run_compaction` / `CALL show_compaction` map onto it):
 
-- ``schedule_compaction(meta_client_or_path, options=None) -> str | None``
+- ``schedule_compaction(meta_client_or_path, config=HoodieConfig()) -> str | None``
   Picks file slices with log files by the configured strategy (``hoodie.compaction.strategy``: log-file-size
   based by default, bounded by ``hoodie.compaction.target.io`` MB; or UnBoundedCompactionStrategy) and writes
   ``<t>.compaction.requested`` holding an Avro HoodieCompactionPlan (spec §4.3). Returns the instant time, or
   None when there is nothing to compact. The slices of a pending compaction are excluded from new plans.
-- ``run_compaction(spark, base_path, instant=None, options=None) -> list[str]``
+- ``run_compaction(spark, base_path, instant=None, config=HoodieConfig()) -> list[str]``
   Executes the given pending compaction (or all pending ones, oldest first) and returns the completed instants.
-- ``should_schedule_inline(meta_client, options) -> bool``
+- ``should_schedule_inline(meta_client, config) -> bool``
   The inline trigger (``hoodie.compact.inline.trigger.strategy`` NUM_COMMITS / TIME_ELAPSED / NUM_AND_TIME /
   NUM_OR_TIME with ``hoodie.compact.inline.max.delta.commits`` / ``hoodie.compact.inline.max.delta.seconds``),
   counted from the last completed or pending compaction (or the first instant of the table).
@@ -82,12 +82,11 @@ def _pending_compaction_file_groups(meta_client: HoodieTableMetaClient) -> set[t
 
 
 def schedule_compaction(meta_client_or_path: HoodieTableMetaClient | str,
-                        options: dict[str, str] | None = None) -> str | None:
+                        config: HoodieConfig = HoodieConfig()) -> str | None:
     """Write `<t>.compaction.requested` with a plan; the instant time, or None if nothing needs compaction."""
     mc = _meta_client(meta_client_or_path)
     if not mc.table_config.is_mor:
         raise HoodieCompactionError(f"compaction needs a MERGE_ON_READ table; {mc.base_path} is {mc.table_config.table_type}")
-    config = HoodieConfig.of({}, options or {})
     with TransactionManager.for_table(mc, config).transaction("schedule compaction"):
         mc.reload()
         if failed_writes_policy(config) != NEVER:  # a dead write must not block scheduling forever
@@ -138,13 +137,12 @@ def _delta_commits_since_last_compaction(mc: HoodieTableMetaClient) -> tuple[int
     return len(deltas), start
 
 
-def should_schedule_inline(meta_client: HoodieTableMetaClient, options: dict[str, str] | None = None,
+def should_schedule_inline(meta_client: HoodieTableMetaClient, config: HoodieConfig = HoodieConfig(),
                            now: float | None = None) -> bool:
     import time
 
     from storage.timeline.instant_time import parse_instant
 
-    config = HoodieConfig.of({}, options or {})
     strategy = str(config.get(CK.INLINE_TRIGGER_STRATEGY)).upper()
     count, start = _delta_commits_since_last_compaction(meta_client.reload())
     num_ok = count >= config.get(CK.INLINE_MAX_DELTA_COMMITS)
@@ -160,7 +158,7 @@ def should_schedule_inline(meta_client: HoodieTableMetaClient, options: dict[str
         return num_ok and time_ok
     if strategy == "NUM_OR_TIME":
         return num_ok or time_ok
-    raise HoodieCompactionError(f"unknown hoodie.compact.inline.trigger.strategy {strategy!r}; use NUM_COMMITS, "
+    raise HoodieCompactionError(f"unknown {CK.INLINE_TRIGGER_STRATEGY.key} {strategy!r}; use NUM_COMMITS, "
                           "TIME_ELAPSED, NUM_AND_TIME or NUM_OR_TIME")
 
 
@@ -191,11 +189,11 @@ def _is_compaction_commit(mc: HoodieTableMetaClient, ts: str) -> bool:
 
 
 def run_compaction(spark, base_path: str, instant: str | None = None,
-                   options: dict[str, str] | None = None) -> list[str]:
+                   config: HoodieConfig = HoodieConfig()) -> list[str]:
     """Execute pending compaction `instant` (or every pending one, oldest first); the completed instants."""
     from storage.table_service.compactor import execute_compaction
 
-    mc = HoodieTableMetaClient.load_in_session(spark, base_path, options)
+    mc = HoodieTableMetaClient.load_in_session(spark, base_path, config)
     pending = [i.timestamp for i in mc.timeline.pending().of_actions([Action.COMPACTION])]
     if instant is not None:
         if instant not in pending:
@@ -206,8 +204,7 @@ def run_compaction(spark, base_path: str, instant: str | None = None,
         pending = [instant]
     completed = []
     for ts in sorted(pending):
-        execute_compaction(spark, mc, ts, read_plan(mc, ts), options)
-        fire_commit_callbacks(CommitEvent(mc.base_path, mc.table_config.name, ts, Action.COMMIT, "COMPACT",
-                                          dict(options or {})))
+        execute_compaction(spark, mc, ts, read_plan(mc, ts), config)
+        fire_commit_callbacks(CommitEvent(mc.base_path, mc.table_config.name, ts, Action.COMMIT, "COMPACT", config))
         completed.append(ts)
     return completed

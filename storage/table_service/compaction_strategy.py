@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from storage.config import CompactionConfigKeys as CK
 from storage.table.file_slice import FileSlice
 
 LOG_FILE_SIZE_BASED = "org.apache.hudi.table.action.compact.strategy.LogFileSizeBasedCompactionStrategy"
@@ -45,7 +46,7 @@ def select_slices(slices: list[FileSlice], strategy: str, target_io_mb: int, log
     if strategy.endswith("UnBoundedCompactionStrategy"):
         return candidates
     if not strategy.endswith("LogFileSizeBasedCompactionStrategy"):
-        raise ValueError(f"unsupported compaction strategy {strategy!r} (hoodie.compaction.strategy); "
+        raise ValueError(f"unsupported compaction strategy {strategy!r} ({CK.STRATEGY.key}); "
                          f"use {LOG_FILE_SIZE_BASED} or {UNBOUNDED}")
     candidates = [s for s in candidates if metrics_of(s).total_log_size >= log_size_threshold]
     candidates.sort(key=lambda s: metrics_of(s).total_log_size, reverse=True)

@@ -99,7 +99,7 @@ def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> Hoo
     partition = file_slice.partition_path
     write_partition_metadata(storage, ctx.base_path, partition, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, partition, file_name, IOType.CREATE)
-    size = write_base_file(storage, join_path(ctx.base_path, partition, file_name), merged, ctx.bloom_options,
+    size = write_base_file(storage, join_path(ctx.base_path, partition, file_name), merged, ctx.bloom_settings,
                            ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
     log_size = sum(lf.size for lf in file_slice.log_files)
     took = int((time.time() - started) * 1000)
@@ -136,13 +136,12 @@ def _compaction_tasks(ctx: CompactionTaskContext):
 
 
 def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant_time: str, plan: dict[str, Any],
-                       options: dict[str, str] | None = None) -> HoodieCommitMetadata:
+                       config: HoodieConfig = HoodieConfig()) -> HoodieCommitMetadata:
     """Run the plan of pending compaction `instant_time` and complete it as `<instant_time>.commit`."""
-    config = HoodieConfig.of(options or {})
     operations = plan.get("operations") or []
     tally = RequestTally(spark)
     slices = operation_slices(meta, operations)
-    ctx = dataclasses.replace(_task_context(meta, instant_time, slices, options), requests=tally.accumulator)
+    ctx = dataclasses.replace(_task_context(meta, instant_time, slices, config), requests=tally.accumulator)
     inflight, heartbeat = start_execution(meta, instant_time, Action.COMPACTION, "compaction", config,
                                           HoodieCompactionExecutionError)
     crash_point("compaction.after_inflight")
@@ -161,15 +160,15 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
 
 
 def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[FileSlice],
-                  options: dict[str, str] | None) -> CompactionTaskContext:
+                  config: HoodieConfig) -> CompactionTaskContext:
     sample = next((s.base_file.path for s in slices if s.base_file is not None), None)
     schema = table_data_schema(meta, None, sample)
     if schema is None:
         raise HoodieCompactionExecutionError(f"table {meta.base_path} has no schema to compact with")
-    config = HoodieConfig.of(dict(meta.table_config.props), options or {})
     return CompactionTaskContext(
-        **BaseFileTaskSettings.of_table(meta, config, instant_time, schema, meta.table_config.populate_meta_fields),
-        read=FileSliceReadContext.for_table(meta, None, options))
+        **BaseFileTaskSettings.of_table(meta, meta.table_config.with_options(config), instant_time, schema,
+                                        meta.table_config.populate_meta_fields),
+        read=FileSliceReadContext.for_table(meta, None, config))
 
 
 def _run_tasks(spark: SparkSession, slices: list[FileSlice], ctx: CompactionTaskContext) -> list[HoodieWriteStat]:

@@ -14,6 +14,7 @@ import logging
 
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_RESTORE_PLAN
+from storage.config import ArchivalConfigKeys as AK
 from storage.exception import HoodieRestoreError
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.service_table import service_meta_client
@@ -84,8 +85,8 @@ def _check_nothing_archived_after(meta: HoodieTableMetaClient, instant_time: str
     if later:
         raise HoodieRestoreError(
             f"cannot restore {meta.base_path} to {instant_time}: {len(later)} later commits ({later[0]} .. {later[-1]}) "
-            "were archived beyond it (hoodie.archive.beyond.savepoint=true) and cannot be rolled back; keep "
-            "hoodie.archive.beyond.savepoint=false on tables whose savepoints must stay restorable")
+            f"were archived beyond it ({AK.ARCHIVE_BEYOND_SAVEPOINT.key}=true) and cannot be rolled back; keep "
+            f"{AK.ARCHIVE_BEYOND_SAVEPOINT.key}=false on tables whose savepoints must stay restorable")
 
 
 def show_restores(meta: HoodieTableMetaClient) -> list[tuple[HoodieInstant, dict]]:

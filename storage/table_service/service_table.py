@@ -2,18 +2,19 @@
 options, and refused with a clear error unless it is a table version we write."""
 from __future__ import annotations
 
+from storage.config import HoodieConfig
 from storage.exception import HoodieTableServiceError
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
 
 
 def service_meta_client(table: HoodieTableMetaClient | str, service: str, spark=None,
-                        options: dict[str, str] | None = None) -> HoodieTableMetaClient:
+                        config: HoodieConfig = HoodieConfig()) -> HoodieTableMetaClient:
     """`table` (a path, loaded; or a meta client, used as the caller loaded it) ready for `service`; a path that is not a Hudi table raises
     HoodieTableNotFoundError, a table version we do not write raises HoodieTableServiceError."""
     if isinstance(table, HoodieTableMetaClient):
         meta = table
     elif spark is not None:
-        meta = HoodieTableMetaClient.load_in_session(spark, table, options)
+        meta = HoodieTableMetaClient.load_in_session(spark, table, config)
     else:
         meta = HoodieTableMetaClient.load(table)
     _refuse_other_versions(meta, service)

@@ -52,12 +52,11 @@ def _maybe_compact_inline(spark: SparkSession, meta: HoodieTableMetaClient, conf
     inline = config.get(CCK.INLINE_COMPACT)
     if not (inline or config.get(CCK.SCHEDULE_INLINE_COMPACT)):
         return
-    options = dict(config.items())
-    if not should_schedule_inline(meta, options):
+    if not should_schedule_inline(meta, config):
         return
-    instant = schedule_compaction(meta, options)
+    instant = schedule_compaction(meta, config)
     if inline and instant is not None:
-        run_compaction(spark, meta.base_path, instant, options)
+        run_compaction(spark, meta.base_path, instant, config)
         meta.reload()
 
 
@@ -87,11 +86,10 @@ def _run_services(spark: SparkSession, meta: HoodieTableMetaClient | str, config
     from storage.table_service.archival import archive as archive_timeline
     from storage.table_service.clean import run_clean
 
-    options = dict(config.items())
     if clean:
-        run_clean(spark, meta, options, force=False)
+        run_clean(spark, meta, config, force=False)
     if archive:
-        archive_timeline(meta, options)
+        archive_timeline(meta, config)
 
 
 def _start_async(spark: SparkSession, base_path: str, config: HoodieConfig, clean: bool, archive: bool) -> None:

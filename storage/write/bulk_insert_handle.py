@@ -116,7 +116,7 @@ class _PartitionFiles:
             write_partition_metadata(storage, ctx.base_path, self.partition, ctx.instant_time)
         create_marker(storage, ctx.marker_dir, self.partition, self.file_name, IOType.CREATE)
         self.writer = BaseFileWriter(storage, join_path(ctx.base_path, self.partition, self.file_name), ctx.schema,
-                                     ctx.bloom_options, ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
+                                     ctx.bloom_settings, ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
         self.files += 1
 
     def _close(self) -> None:

@@ -27,7 +27,7 @@ class CommitEvent:
     instant_time: str
     action: str  # commit, deltacommit, replacecommit
     operation: str  # operationType of the commit metadata
-    options: dict  # the write options (hoodie.* keys) the commit ran with
+    config: HoodieConfig  # the options the commit ran with
     metadata: "HoodieCommitMetadata | None" = None  # the completed commit's metadata, when the writer has it
 
 
@@ -47,7 +47,7 @@ def unregister_commit_callback(name: str) -> None:
 def fire_commit_callbacks(event: CommitEvent) -> list[tuple[str, Exception]]:
     """Run every registered callback, then the configured one; return the (name, error) of those that failed."""
     callbacks = list(_CALLBACKS.items())
-    config = HoodieConfig.of(event.options)
+    config = event.config
     if _configured_on(config):
         callbacks.append((config.get(CB.CALLBACK_CLASS_NAME), _configured_callback(config)))
     failures = []

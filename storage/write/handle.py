@@ -28,7 +28,6 @@ from storage.write.merge_rows import (
     stored_rows,
     written_part,
 )
-from storage.bloom import continued_bloom_filter
 from storage.bloom.footer import written_by_arrow
 from storage.io.base_file_writer import BloomSeed, write_base_file
 from storage.io.parquet import open_parquet
@@ -91,7 +90,7 @@ def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
         written, counts, size = stream_merge(base, data, ctx, storage, path, file_name, partition_id)
     else:
         seed = bloom_seed(base, target.base_file_path, kept, counts, ctx) if base is not None else None
-        size = write_base_file(storage, path, output, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
+        size = write_base_file(storage, path, output, ctx.bloom_settings, ctx.compression, ctx.row_group_bytes,
                                ctx.populate_meta_fields, seed)
         written = output.num_rows
     storage.fsync(join_path(ctx.base_path, target.partition_path))  # the file's name is durable too
@@ -127,7 +126,7 @@ def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, counts: d
     from storage.index.key_lookup import trusted_bloom_filter
 
     stored = trusted_bloom_filter(base.metadata, path)
-    bloom = continued_bloom_filter(stored, **ctx.bloom_options) if stored is not None else None
+    bloom = ctx.bloom_settings.continued(stored) if stored is not None else None
     if bloom is None:
         return None
     live = kept.num_rows + counts["updates"]  # the stored keys the file keeps, all in the filter

@@ -46,9 +46,7 @@ class HeartbeatSettings:
     tolerable_misses: int = TOLERABLE_MISSES
 
     @classmethod
-    def of(cls, config: HoodieConfig | None) -> "HeartbeatSettings":
-        if config is None:
-            return cls()
+    def of(cls, config: HoodieConfig = HoodieConfig()) -> "HeartbeatSettings":
         return cls(config.get(WK.CLIENT_HEARTBEAT_INTERVAL_MS) / 1000, config.get(WK.CLIENT_HEARTBEAT_TOLERABLE_MISSES))
 
     @property

@@ -18,8 +18,9 @@ from storage.config import WriteConfigKeys as WK
 from storage.index import create_index
 from storage.index.index_factory import is_global_index
 from storage.index.bucket_index import BUCKET_NUMBER, with_table_index
-from storage.index.hoodie_index import LOOKUP_COUNT, LOOKUP_NULLS, BatchCounting, FrameCache, attach_locations
-from storage.index.simple_index import FILE_ID_FROM_NAME, LOC_FILE_ID, LOC_PARTITION
+from storage.index.hoodie_index import (LOCATION_COLUMNS, LOOKUP_COUNT, LOOKUP_NULLS, BatchCounting, FrameCache,
+                                        attach_locations, file_id_of_file_name)
+from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import FILE_NAME, PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.write.operation import WriteOperationType
@@ -39,25 +40,33 @@ def lookup_needs_partitions(config: HoodieConfig, settings: TableSettings, meta)
     counted before the lookup, so that only those are read. The other indexes search every partition's files
     by their footers or listings (key ranges cached from one write to the next), so the counting is folded
     into the workload profile and the batch is grouped once."""
-    kind = with_table_index(config, meta.table_config.props, meta.base_path).get(WK.INDEX_TYPE).strip().upper()
+    kind = with_table_index(config, meta.table_config, meta.base_path).get(WK.INDEX_TYPE).strip().upper()
     return kind == "SIMPLE" or (kind == "BLOOM" and not settings.populate_meta_fields)
 
 
 def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, settings: TableSettings,
                  op: WriteOperationType, fs_view: FileSystemView, partitions: list[str] | None,
                  num_records: int | None, cache: FrameCache | None = None,
-                 counting: BatchCounting | None = None) -> DataFrame:
+                 counting: BatchCounting | None = None, known_locations: bool = False) -> DataFrame:
     """`records` with the location of their key. Inserts skip the lookup where the index allows (as Hudi does;
     they may still fill small files); the table's recorded index settings (a bucket table's) apply.
     `partitions` None: the batch's partitions are not known yet (`lookup_needs_partitions` said so), every
     partition is searched; `num_records` None: not counted, the broadcast is decided on Spark's size estimate.
     `cache`: where a broadcast lookup caches its matches for the rest of the write (`attach_locations`);
-    `counting`: what the lookup may count for the workload profile on the way (`lookup_counts`)."""
+    `counting`: what the lookup may count for the workload profile on the way (`lookup_counts`).
+    `known_locations`: the records carry `LOCATION_COLUMNS` already, read by the caller from the stored rows' meta
+    columns in the same statement (SQL UPDATE, DELETE, MERGE: `file_id_of_file_name`; null for a new record): an
+    index that looks stored keys up then reads nothing, the table was read once. A bucket index places records
+    by their key's hash (no read) and ignores them."""
     meta = fs_view.meta_client
-    config = with_table_index(config, meta.table_config.props, meta.base_path)
+    config = with_table_index(config, meta.table_config, meta.base_path)
     index = create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
                          storage_options=meta.storage_options, record_key_fields=settings.record_keys)
     index.cache, index.counting = cache, counting
+    if known_locations:
+        if index.looks_up_stored_keys and index.requires_tagging(op):
+            return _placed(records, op, index)
+        records = records.drop(*LOCATION_COLUMNS)
     if not index.requires_tagging(op):
         return index.untagged(records)
     broadcast = _can_broadcast(spark, num_records, records)
@@ -68,11 +77,24 @@ def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, 
         key_columns, read_schema = _stored_key_columns(settings)
         tagged = index.tag_location_in_view(spark, records, fs_view, partitions, key_columns,
                                             broadcast_incoming=broadcast, read_schema=read_schema)
+    return _placed(tagged, op, index)
+
+
+def _placed(tagged: DataFrame, op: WriteOperationType, index) -> DataFrame:
+    """Tagged records where the operation puts them: a delete keeps the keys found, in their stored partition; a
+    global index moves or keeps a record whose partition changed."""
     if op is WriteOperationType.DELETE:
         return tagged.where(F.col(LOC_FILE_ID).isNotNull()).withColumn(PARTITION_PATH, F.col(LOC_PARTITION))
     if index.is_global:
         return _global_partition_change(tagged, index.update_partition_path)
     return tagged
+
+
+def stale_locations(profile: WorkloadProfile, fs_view: FileSystemView) -> list[tuple[str, str]]:
+    """(partition, file id) of the batch's updates that name no live file group of `fs_view`: known locations
+    read before a clustering or restore replaced their file group. The write then looks the records up again."""
+    live = {(g.file_group_id.partition_path, g.file_group_id.file_id) for g in fs_view.file_groups()}
+    return sorted(set(profile.updates) - live)
 
 
 def _stored_key_columns(settings: TableSettings):
@@ -98,9 +120,8 @@ def _live_keys(spark: SparkSession, base_path: str, records: DataFrame, broadcas
     df = read_table(spark, base_path, columns=[RECORD_KEY, PARTITION_PATH, FILE_NAME])
     if broadcast:
         df = df.join(F.broadcast(records.select(RECORD_KEY)), on=RECORD_KEY, how="left_semi")
-    from_base = F.regexp_extract(F.col(FILE_NAME), FILE_ID_FROM_NAME, 1)
     return df.select(F.col(RECORD_KEY), F.col(PARTITION_PATH).alias(LOC_PARTITION),
-                     F.when(from_base != "", from_base).otherwise(F.col(FILE_NAME)).alias(LOC_FILE_ID))
+                     file_id_of_file_name(F.col(FILE_NAME)).alias(LOC_FILE_ID))
 
 
 def _can_broadcast(spark: SparkSession, num_records: int | None, records: DataFrame) -> bool:

@@ -40,7 +40,7 @@ def stream_merge(base: pq.ParquetFile, incoming: pa.Table, ctx: WriteTaskContext
     matched_writes = np.zeros(writes.num_rows, dtype=bool)  # incoming rows whose key some row group holds
     matched_deletes = np.zeros(delete_rows.num_rows, dtype=bool)
     counts = {"inserts": 0, "updates": 0, "deletes": 0}
-    writer = BaseFileWriter(storage, path, schema, ctx.bloom_options, ctx.compression, ctx.row_group_bytes,
+    writer = BaseFileWriter(storage, path, schema, ctx.bloom_settings, ctx.compression, ctx.row_group_bytes,
                             ctx.populate_meta_fields)
     try:
         for group in iter_row_groups(base):

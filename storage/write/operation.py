@@ -3,6 +3,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from storage.config import WriteConfigKeys as WK
+
 
 class WriteOperationType(str, Enum):
     INSERT = "insert"
@@ -20,7 +22,7 @@ class WriteOperationType(str, Enum):
             if op.value == text:
                 return op
         raise ValueError(
-            f"unknown write operation {value!r} (hoodie.datasource.write.operation); "
+            f"unknown write operation {value!r} ({WK.OPERATION.key}); "
             f"supported: {', '.join(op.value for op in cls)}"
         )
 

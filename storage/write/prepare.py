@@ -37,7 +37,7 @@ def validate_input(df: DataFrame, settings: TableSettings, op: WriteOperationTyp
                                    f"(columns: {', '.join(df.columns)})")
     if settings.precombine and op is not WriteOperationType.DELETE and settings.precombine.lower() not in columns:
         raise HoodieWriteError(f"precombine field '{settings.precombine}' is missing from the data "
-                               f"(hoodie.datasource.write.precombine.field; columns: {', '.join(df.columns)})")
+                               f"({WK.PRECOMBINE_FIELD.key}; columns: {', '.join(df.columns)})")
 
 
 def check_missing_columns(df: DataFrame, table_schema: pa.Schema | None, config: HoodieConfig,
@@ -72,9 +72,11 @@ def combine_before_write(config: HoodieConfig, op: WriteOperationType) -> bool:
     return config.get(WK.COMBINE_BEFORE_INSERT)
 
 
-def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, schema: pa.Schema) -> DataFrame:
+def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, schema: pa.Schema,
+                carried: tuple[str, ...] = ()) -> DataFrame:
     """The input in the target schema's columns and types (missing columns null), with record key, partition
-    path and operation columns; the soft-delete marker `_hoodie_is_deleted` rides along as a side column."""
+    path and operation columns; the soft-delete marker `_hoodie_is_deleted` rides along as a side column, and so do
+    the `carried` columns (the locations of a batch that brings its own, `storage.write.locate`)."""
     spark_schema = from_arrow_schema(schema, prefer_timestamp_ntz=False)
     given = {f.name.lower(): f for f in df.schema.fields}
     lower = {name: f.name for name, f in given.items()}
@@ -94,6 +96,7 @@ def key_records(df: DataFrame, settings: TableSettings, op: WriteOperationType, 
         settings.keygen.record_key().alias(RECORD_KEY),
         settings.keygen.partition_path().alias(PARTITION_PATH),
         is_delete.alias(OP_COLUMN),
+        *[F.col(f"`{c}`") for c in carried],
     )
 
 
@@ -169,7 +172,7 @@ def verify_batch(partitions: list[str], checks: list[tuple], precombine: str | N
         nulls = sum(c[0] or 0 for c in checks)
         if nulls:
             raise HoodieWriteError(f"{nulls} records have a null precombine field '{precombine}' "
-                                   "(hoodie.datasource.write.precombine.field): give every record an ordering value")
+                                   f"({WK.PRECOMBINE_FIELD.key}): give every record an ordering value")
     if unique and checks:
         *_, most, key = max(checks, key=lambda c: c[-2] or 0)
         if (most or 0) > 1:

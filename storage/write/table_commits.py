@@ -29,9 +29,9 @@ DELETE_PARTITION = "DELETE_PARTITION"
 def _fire_callbacks(meta: HoodieTableMetaClient, instant_time: str, action: str, operation: str) -> None:
     from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 
-    options = {k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")}
-    # a failing callback is logged there and never undoes the commit
-    fire_commit_callbacks(CommitEvent(meta.base_path, meta.table_config.name, instant_time, action, operation, options))
+    # the commit ran with the table's own options; a failing callback is logged there and never undoes the commit
+    fire_commit_callbacks(CommitEvent(meta.base_path, meta.table_config.name, instant_time, action, operation,
+                                      meta.table_config.with_options()))
 
 
 def commit_schema_change(meta: HoodieTableMetaClient, schema: pa.Schema) -> str:

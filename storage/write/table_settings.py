@@ -12,12 +12,13 @@ import pyarrow as pa
 
 from storage.config import HoodieConfig
 from storage.config import TableConfigKeys as TK
+from storage.config import TimestampKeyGeneratorKeys as TSK
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieKeyError, HoodieWriteError
 from storage.index.bucket_index import bucket_table_properties
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, HoodieTableConfig
+from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, PROPERTIES_FILE, HoodieTableConfig
 from storage.write.schema import reconcile
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
@@ -52,7 +53,7 @@ def resolve_table_settings(config: HoodieConfig, table: HoodieTableConfig | None
 
 def _existing(config: HoodieConfig, table: HoodieTableConfig) -> TableSettings:
     if table.table_type not in (COPY_ON_WRITE, MERGE_ON_READ):
-        raise HoodieWriteError(f"unknown table type {table.table_type!r} in hoodie.properties (hoodie.table.type); "
+        raise HoodieWriteError(f"unknown table type {table.table_type!r} in {PROPERTIES_FILE} ({TK.TYPE.key}); "
                                f"this engine writes {COPY_ON_WRITE} and {MERGE_ON_READ} tables")
     record_keys = table.record_key_fields or config.get(WK.RECORDKEY_FIELD) or []
     _check_consistent(config, "record key", WK.RECORDKEY_FIELD, record_keys)
@@ -66,7 +67,7 @@ def _existing(config: HoodieConfig, table: HoodieTableConfig) -> TableSettings:
 def _from_options(config: HoodieConfig) -> TableSettings:
     name = config.get(WK.TABLE_NAME)
     if not name:
-        raise HoodieWriteError("missing table name: set hoodie.table.name")
+        raise HoodieWriteError(f"missing table name: set {WK.TABLE_NAME.key}")
     record_keys = config.get(WK.RECORDKEY_FIELD) or []
     _require_record_keys(record_keys)
     partitions = config.get(WK.PARTITIONPATH_FIELD) or []
@@ -80,7 +81,7 @@ def _from_options(config: HoodieConfig) -> TableSettings:
 
 def _require_record_keys(record_keys: list[str]) -> None:
     if not record_keys:
-        raise HoodieWriteError("missing record key: set hoodie.datasource.write.recordkey.field")
+        raise HoodieWriteError(f"missing record key: set {WK.RECORDKEY_FIELD.key}")
 
 
 def parse_table_type(value: str) -> str:
@@ -89,7 +90,7 @@ def parse_table_type(value: str) -> str:
         return COPY_ON_WRITE
     if text in (MERGE_ON_READ, "MOR"):
         return MERGE_ON_READ
-    raise HoodieWriteError(f"unknown table type {value!r} (hoodie.datasource.write.table.type)")
+    raise HoodieWriteError(f"unknown table type {value!r} ({WK.TABLE_TYPE.key})")
 
 
 def _check_consistent(config: HoodieConfig, what: str, prop, table_value: list[str]) -> None:
@@ -129,24 +130,22 @@ def table_config_for(settings: TableSettings, config: HoodieConfig, schema: pa.S
     if not settings.populate_meta_fields:
         props[TK.POPULATE_META_FIELDS.key] = "false"
     props.update(bucket_table_properties(config, settings.record_keys))  # a bucket table keeps its layout
-    for key, value in config.items():
-        if key.startswith("hoodie.keygen.timebased."):
-            props[key] = value
+    props.update(config.subset(TSK.PREFIX).props)
     return HoodieTableConfig(props)
 
 
-def new_table_config(options: dict[str, str], data_schema: pa.Schema) -> HoodieTableConfig:
-    """The hoodie.properties a first write with `options` and `data_schema` would create."""
-    config = HoodieConfig.of(options)
+def new_table_config(config: HoodieConfig, data_schema: pa.Schema) -> HoodieTableConfig:
+    """The hoodie.properties a first write with the options of `config` and `data_schema` would create."""
     # the schema a write would record (byte/short -> int, UTC timestamps)
     return table_config_for(resolve_table_settings(config, None), config, reconcile(None, data_schema))
 
 
-def init_table(base_path: str, options: dict[str, str], data_schema: pa.Schema,
-               extra_props: dict[str, str] | None = None) -> HoodieTableMetaClient:
-    """Create an empty table (`.hoodie/` with hoodie.properties, no commit) from write options and a schema
-    (what CREATE TABLE does before any row is written)."""
-    config = new_table_config(options, data_schema)
-    if extra_props:
-        config = config.with_updates({k: v for k, v in extra_props.items() if k not in config.props})
-    return HoodieTableMetaClient.init_table(base_path, config)
+def init_table(base_path: str, config: HoodieConfig, data_schema: pa.Schema,
+               kept: HoodieConfig = HoodieConfig()) -> HoodieTableMetaClient:
+    """Create an empty table (`.hoodie/` with hoodie.properties, no commit) from write options (`config`) and a
+    schema (what CREATE TABLE does before any row is written); `kept`: further options the table keeps as
+    properties (the ones derived from `config` win)."""
+    table = new_table_config(config, data_schema)
+    if kept.props:
+        table = table.with_updates({k: v for k, v in kept.items() if k not in table.props})
+    return HoodieTableMetaClient.init_table(base_path, table)

@@ -13,7 +13,7 @@ from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
 from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE
-from storage.io.base_file_writer import bloom_options_of
+from storage.bloom import BloomFilterSettings
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
 from storage.keygen import KeyGenerator
@@ -61,7 +61,7 @@ class BaseFileTaskSettings:
     instant_time: str
     marker_dir: str
     schema_ipc: bytes  # the schema files are written with, as Arrow IPC (survives pickling exactly)
-    bloom_options: dict = field(default_factory=dict)
+    bloom_settings: BloomFilterSettings = BloomFilterSettings()
     compression: str = "snappy"
     row_group_bytes: int = 128 * 1024 * 1024
     populate_meta_fields: bool = True
@@ -76,7 +76,7 @@ class BaseFileTaskSettings:
                  populate_meta_fields: bool) -> dict[str, Any]:
         """The shared fields for a task context of `meta`'s table, as keyword arguments."""
         return dict(base_path=meta.base_path, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
-                    schema_ipc=serialize_schema(schema), bloom_options=bloom_options_of(config),
+                    schema_ipc=serialize_schema(schema), bloom_settings=BloomFilterSettings.of(config),
                     compression=config.get(WK.PARQUET_COMPRESSION_CODEC),
                     row_group_bytes=config.get(WK.PARQUET_BLOCK_SIZE), populate_meta_fields=populate_meta_fields)
 
@@ -125,7 +125,7 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
                                         settings.populate_meta_fields),
         targets=targets,
         placement={keys[b]: b for b in range(len(plan))}, tasks=tasks,
-        merge=resolve_merge_spec(meta.table_config.props, settings.precombine, config.props),
+        merge=resolve_merge_spec(meta.table_config, settings.precombine, config),
         avro_schema_json=json.dumps(arrow_to_avro_schema(with_meta_columns(schema), settings.name),
                                     separators=(",", ":")) if settings.is_mor else None,
         data_block_max_size=int(config.get(DATA_BLOCK_MAX_SIZE)),
@@ -189,5 +189,5 @@ def _log_target(slice_: FileSlice, pending_compaction: str | None) -> LogTarget:
 def _data_block_format(value: str) -> str:
     fmt = str(value).strip().lower()
     if fmt not in ("avro", "parquet"):
-        raise HoodieWriteError(f"unsupported hoodie.logfile.data.block.format {value!r}: use avro or parquet")
+        raise HoodieWriteError(f"unsupported {DATA_BLOCK_FORMAT.key} {value!r}: use avro or parquet")
     return fmt

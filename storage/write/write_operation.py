@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from storage.config import HoodieConfig, validate_options
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
-from storage.index.hoodie_index import FrameCache
+from storage.index.hoodie_index import LOCATION_COLUMNS, FrameCache
 from storage.index.index_factory import is_global_index
 from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
@@ -63,6 +63,7 @@ from storage.write.locate import (
     lookup_needs_partitions,
     lookup_counts,
     matches_profile,
+    stale_locations,
     tag_location,
     workload_profile,
 )
@@ -157,6 +158,7 @@ class WriteOperation:
     operation: WriteOperationType
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
     services: TableServices | None = None  # what the write client runs around the write (none: the write alone)
+    known_locations: bool = False  # the records carry their stored locations (`storage.write.locate.tag_location`)
 
     def run(self, df: DataFrame) -> WriteResult:
         meta = self._load_table()
@@ -171,7 +173,7 @@ class WriteOperation:
         check_strategy(self.config)
         with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
             if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
-                log.info("nothing to write to %s and hoodie.allow.empty.commit=false: no commit", self.base_path)
+                log.info("nothing to write to %s and %s=false: no commit", self.base_path, WK.ALLOW_EMPTY_COMMIT.key)
                 return WriteResult()
             result = self._write_and_commit(prepared, located, tally)
         tally.report(f"{self.operation.value} {result.instant_time} of {self.base_path}")
@@ -198,11 +200,13 @@ class WriteOperation:
     def _prepare(self, df: DataFrame, meta: HoodieTableMetaClient | None) -> Iterator[Prepared]:
         op = self.operation
         settings = resolve_table_settings(self.config, meta.table_config if meta else None)
-        validate_input(df, settings, op)
+        carried = LOCATION_COLUMNS if self.known_locations else ()
+        data = df.drop(*carried)  # the locations ride along; they are not data
+        validate_input(data, settings, op)
         if meta is not None:
-            check_missing_columns(df, table_data_schema(meta), self.config, op, self.base_path)
-        schema = target_schema(df, meta, op)
-        records = key_records(df, settings, op, schema)
+            check_missing_columns(data, table_data_schema(meta), self.config, op, self.base_path)
+        schema = target_schema(data, meta, op)
+        records = key_records(df, settings, op, schema, carried)
         combine = combine_before_write(self.config, op)
         parallelism = shuffle_parallelism(self.config, op)
         is_global = is_global_index(self.config)
@@ -256,27 +260,42 @@ class WriteOperation:
         # otherwise the tagged records are cached. A bucket index plans every operation from the profile (one file
         # group per bucket)
         with FrameCache() as cache:
-            tagged = tag_location(self.spark, self.config, prepared.records, settings, op, fs_view,
-                                  prepared.partitions, prepared.num_records, cache,
-                                  lookup_counts(op, self.config, prepared.checks))
+            tagged, profile = self._tag(prepared, fs_view, cache, self.known_locations)
+            stale = stale_locations(profile, fs_view) if self.known_locations and profile is not None else []
+            if stale:
+                log.info("%d file groups of the batch's known locations were replaced since they were read (%s): "
+                         "looking the records up again", len(stale), ", ".join(f"{p}/{f}" for p, f in stale[:3]))
+                cache.release()
+                tagged, profile = self._tag(prepared, fs_view, cache, False)
             bucketed = is_bucketed(tagged)
-            with _persisted(tagged, (op.uses_index or bucketed) and not cache.holds_lookup) as tagged:
-                profile = None
-                if cache.counted or (cache.holds_lookup and deletes_by_matches(op, bucketed)):
-                    # a delete's from the keys found; an upsert's from what the lookup counted on the way
-                    profile = matches_profile(cache.lookup,
-                                              prepared.checks if op is WriteOperationType.UPSERT else None)
-                elif op in _PROFILED or bucketed:
-                    profile = workload_profile(tagged, prepared.checks)
-                if self.require_unique_keys and op is WriteOperationType.UPSERT and \
-                        profile.written > prepared.num_records:
-                    raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
-                                                  "the index lookup matched it more than once")
-                sizes = file_sizing(meta, self.config)
-                plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts, sizes)
-                check_clustering_updates(meta, self.config, plan.update_bucket_of())
-                rolling = self._rolling_layout(sizes, bucketed, prepared.counts)
-                yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, sizes, rolling)
+            if self.require_unique_keys and op is WriteOperationType.UPSERT and \
+                    profile.written > prepared.num_records:
+                raise HoodieDuplicateKeyError("a record key of the batch is stored in more than one partition: "
+                                              "the index lookup matched it more than once")
+            sizes = file_sizing(meta, self.config)
+            plan = plan_write(meta, self.config, settings.is_mor, profile, fs_view, prepared.counts, sizes)
+            check_clustering_updates(meta, self.config, plan.update_bucket_of())
+            rolling = self._rolling_layout(sizes, bucketed, prepared.counts)
+            yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, sizes, rolling)
+
+    def _tag(self, prepared: Prepared, fs_view: FileSystemView, cache: FrameCache,
+             known_locations: bool) -> tuple[DataFrame, WorkloadProfile | None]:
+        """The tagged records, cached in `cache` when read more than once, and the workload profile."""
+        op, config = self.operation, self.config
+        records = prepared.records if known_locations or not self.known_locations else \
+            prepared.records.drop(*LOCATION_COLUMNS)
+        tagged = tag_location(self.spark, config, records, prepared.settings, op, fs_view, prepared.partitions,
+                              prepared.num_records, cache, lookup_counts(op, config, prepared.checks),
+                              known_locations)
+        bucketed = is_bucketed(tagged)
+        if (op.uses_index or bucketed) and not cache.holds_lookup:
+            tagged = cache.persist(tagged)
+        if cache.counted or (cache.holds_lookup and deletes_by_matches(op, bucketed)):
+            # a delete's from the keys found; an upsert's from what the lookup counted on the way
+            return tagged, matches_profile(cache.lookup, prepared.checks if op is WriteOperationType.UPSERT else None)
+        if op in _PROFILED or bucketed:
+            return tagged, workload_profile(tagged, prepared.checks)
+        return tagged, None
 
     def _rolling_layout(self, sizes: FileSizing, bucketed: bool,
                         counts: dict[str, int] | None) -> RollingLayout | None:
@@ -321,8 +340,8 @@ class WriteOperation:
         crash_point("write.after_commit")
         delete_marker_dir(meta.storage, meta.marker_dir(instant_time))
         meta.reload()
-        event = CommitEvent(self.base_path, settings.name, instant_time, action, op.metadata_name,
-                            dict(self.config.items()), metadata)
+        event = CommitEvent(self.base_path, settings.name, instant_time, action, op.metadata_name, self.config,
+                            metadata)
         failures = post_commit(self.spark, meta, self.config, event, self.services)
         return WriteResult(instant_time, action, metadata, failures)
 

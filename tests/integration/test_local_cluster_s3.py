@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from hudi_oracle import hudi_rs_read
-
+from quick_jvm import quick_jvm_env
 from s3_server import ACCESS_KEY, SECRET_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,6 +33,7 @@ def test_flows_on_local_cluster_against_s3(s3_server, tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "HIVE_METASTORE_URIS"):
         env.pop(name, None)  # credentials come from the Spark conf only
+    env = quick_jvm_env(env)  # the driver's and the executors' JVMs on JIT tier 1 only (see quick_jvm)
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).with_name("cluster_flows.py")), "local-cluster[2,1,2048]",
          s3_server.url, ACCESS_KEY, SECRET_KEY, bucket],

@@ -352,9 +352,10 @@ def test_killed_metastore_commit_succeeds_sync_reported_and_repaired(spark, hms,
     assert not hms.embedded.status()["running"]
     try:
         from storage.client.write_client import HoodieWriteClient
+        from storage.config import HoodieConfig
 
         df = spark.createDataFrame([(2, "y", "p2")], "id INT, v STRING, dt STRING")
-        writer = HoodieWriteClient(spark, path, {"hoodie.table.name": "k"})
+        writer = HoodieWriteClient(spark, path, HoodieConfig.of({"hoodie.table.name": "k"}))
         with caplog.at_level(logging.WARNING, logger="catalog.hive_sync"):
             result = writer.write(df)
         assert result.metadata is not None

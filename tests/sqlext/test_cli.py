@@ -17,6 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from hudi_oracle import hudi_rs_read  # noqa: E402
+from quick_jvm import quick_jvm_env  # noqa: E402
 
 PYTHON = sys.executable
 REPO = Path(__file__).resolve().parents[2]
@@ -37,7 +38,7 @@ class Run:
     def __init__(self, args, stdin: str | None):
         self.proc = subprocess.Popen([PYTHON, "-m", "sqlext.cli", *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                     env=dict(os.environ))
+                                     env=quick_jvm_env())  # JVMs on JIT tier 1 only: see quick_jvm
         self._done = None
         self.proc.stdin.write(stdin or "")  # small: fits the pipe buffer, so the statements run right away
         self.proc.stdin.close()

@@ -7,11 +7,14 @@ import re
 import subprocess
 import sys
 
+from quick_jvm import quick_jvm_env
+
 
 def test_demo_runs_on_embedded_defaults(tmp_path):
     # a new user's process: no metastore configured (the test session's is in HIVE_METASTORE_URIS), so the embedded
     # one of its own ./spark-warehouse
     env = {k: v for k, v in os.environ.items() if k != "HIVE_METASTORE_URIS"} | {"PYSPARK_PYTHON": sys.executable}
+    env = quick_jvm_env(env)  # its JVMs on JIT tier 1 only (see quick_jvm): what it runs is the same
     try:
         run = subprocess.run([sys.executable, "-m", "sqlext.demo"], cwd=tmp_path, env=env, capture_output=True,
                              text=True, timeout=600)

@@ -19,6 +19,7 @@ from catalog.hive_sync_config import CatalogTableConflictError
 from catalog.hms_ddl import LAST_COMMIT_TIME_SYNC, local_path
 from catalog.hoodie_catalog_table import SQL_MANAGED
 from sqlext.sql import HoodieSqlError, TableName
+from storage.config import HoodieConfig
 from storage.exception import HoodieConfigError
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.client.write_client import write_dataframe
@@ -139,7 +140,7 @@ def test_storage_api_write_keeps_its_commit_but_its_sync_leaves_the_name_alone(s
     _, client = catalog
     first, other = tmp_path / "a", tmp_path / "b"
     _save(spark, first, _opts(name))
-    write_dataframe(spark, _df(spark), str(other), _opts(name))
+    write_dataframe(spark, _df(spark), str(other), HoodieConfig.of(_opts(name)))
     assert len(_commits(other)) == 1
     report = hive_sync.last_sync_report(str(other))
     assert not report.ok and "CatalogTableConflictError" in report.error and str(first) in report.error

@@ -71,6 +71,14 @@ def run_client(**args) -> dict:
 
 
 # -- servers ------------------------------------------------------------------------------------------------
+def spark_env() -> dict[str, str]:
+    """The environment of the servers and CLI runs: their JVMs on JIT tier 1 only (see tests/quick_jvm.py; imported
+    here, not at the top: this file also runs as the client script, where tests/ is not on the path)."""
+    from quick_jvm import quick_jvm_env
+
+    return quick_jvm_env(client_env())
+
+
 class Server:
     """`sqlext serve` started now (its JVM starts while the caller goes on), its port known once `ready()`."""
 
@@ -79,8 +87,8 @@ class Server:
         self._log = open(self.log_path, "w")
         cmd = [sys.executable, "-m", "sqlext.cli", "-v", "serve", "--port", "0", "--http-port", "none",
                "--auth", "none", *SPARK_CONF, *args]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True, env=client_env(),
-                                     cwd=root)
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=self._log, text=True,
+                                     env=spark_env(), cwd=root)
         self.lines: list[str] = []
         self._ready = threading.Event()
         threading.Thread(target=read_lines, args=(self.proc, self.lines, self._ready), daemon=True).start()
@@ -136,7 +144,7 @@ def _without_metastore(root: Path) -> dict:
         cli = subprocess.run([sys.executable, "-m", "sqlext.cli", "sql", "--metastore", "none", "--warehouse",
                               warehouse, "--output", "json", *SPARK_CONF,
                               f"{CREATE_MOR.format(t='m')}; {INSERT.format(t='m')}; SHOW TABLES"],
-                             capture_output=True, text=True, timeout=HANG_GUARD_S, env=client_env(), cwd=root)
+                             capture_output=True, text=True, timeout=HANG_GUARD_S, env=spark_env(), cwd=root)
         assert cli.returncode == 0, cli.stderr[-4000:]
         listed = [json.loads(line) for line in cli.stdout.splitlines() if '"tableName"' in line]
         out = run_client(port=server.ready(), db="default", setup=[])

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from quick_jvm import quick_jvm_env
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 _BLOCK = re.compile(r"^<!-- runnable[^>]*-->\n```(\w+)\n(.*?)^```", re.M | re.S)
@@ -40,6 +41,7 @@ def test_readme_block_runs_as_written(tmp_path, index):
     # a new user's process: no metastore configured (the test session's is in HIVE_METASTORE_URIS), so the embedded
     # one of its own ./spark-warehouse
     env = {k: v for k, v in os.environ.items() if k != "HIVE_METASTORE_URIS"} | {"PYSPARK_PYTHON": sys.executable}
+    env = quick_jvm_env(env)  # its JVMs on JIT tier 1 only (see quick_jvm): what the block runs is the same
     try:
         done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
                               timeout=600)

@@ -7,6 +7,8 @@ import logging
 
 from sqlext.sql.procedures.compaction import procedure_options
 from sqlext.sql.procedures.registry import optional, procedure
+from storage.config import ClusteringConfigKeys as CK
+from storage.config import HoodieConfig
 
 log = logging.getLogger(__name__)
 
@@ -72,12 +74,11 @@ def run_clustering(call, args):
         raise call.error(f"op '{args['op']}': expected schedule, execute or scheduleAndExecute")
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = HoodieTableMetaClient.load(ref.path)
-    options = {**{k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")},
-               **procedure_options(call, args.get("options"))}
+    options = procedure_options(call, args.get("options"))
     if args.get("order"):
-        options["hoodie.clustering.plan.strategy.sort.columns"] = args["order"]
+        options[CK.SORT_COLUMNS.key] = args["order"]
     if args.get("order_strategy"):
-        options["hoodie.layout.optimize.strategy"] = args["order_strategy"]
+        options[CK.LAYOUT_OPTIMIZE_STRATEGY.key] = args["order_strategy"]
     selected = [p.strip() for p in (args.get("selected_partitions") or "").split(",") if p.strip()]
     if args.get("predicate"):
         selected = sorted(set(selected) | set(selected_partitions(call, meta, args["predicate"]))) \
@@ -86,11 +87,12 @@ def run_clustering(call, args):
             log.info("run_clustering: predicate %r selects no partition of %s", args["predicate"], ref.path)
             return []
     if selected:
-        options["hoodie.clustering.plan.strategy.partition.selected"] = ",".join(selected)
+        options[CK.PARTITION_SELECTED.key] = ",".join(selected)
+    config = meta.table_config.with_options(HoodieConfig.of(options))
     schedule, execute = _OPS[op]
     instants = [t.strip() for t in (args.get("instants") or "").split(",") if t.strip()]
     try:
-        scheduled = clustering.schedule_clustering(meta, options, call.spark) if schedule else None
+        scheduled = clustering.schedule_clustering(meta, config, call.spark) if schedule else None
         if not execute:
             targets = [scheduled] if scheduled else []
         else:  # as Hudi: every pending plan (the new one included), or those named by `instants`
@@ -102,7 +104,7 @@ def run_clustering(call, args):
             if args.get("limit") is not None:
                 targets = targets[: max(args["limit"], 0)]
         if execute and targets:
-            clustering.run_clustering(call.spark, ref.path, targets, options)
+            clustering.run_clustering(call.spark, ref.path, targets, config)
             call.resolver.refresh(ref)
     except HoodieError as exc:
         raise call.error(str(exc)) from exc

@@ -6,6 +6,7 @@ import logging
 
 from sqlext.sql.procedures._timeline import newest_first, state_transition_time
 from sqlext.sql.procedures.registry import optional, procedure, required
+from storage.config import HoodieConfig
 from storage.timeline.instant import Action
 
 log = logging.getLogger(__name__)
@@ -50,8 +51,7 @@ def run_compaction(call, args):
     meta = HoodieTableMetaClient.load(ref.path)
     if not meta.table_config.is_mor:
         raise call.error(f"{ref.qualified_name} is a copy-on-write table: compaction applies to merge-on-read tables")
-    options = {**{k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")},
-               **procedure_options(call, args.get("options"))}
+    config = meta.table_config.with_options(HoodieConfig.of(procedure_options(call, args.get("options"))))
     instants = [t.strip() for t in (args.get("instants") or "").split(",") if t.strip()]
     schedule, execute = _OPS[op]
     if args.get("timestamp") is not None and not instants:
@@ -66,11 +66,11 @@ def run_compaction(call, args):
         pending = pending[: args["limit"]]
     targets = pending
     if schedule:
-        scheduled = service.schedule_compaction(meta, options)
+        scheduled = service.schedule_compaction(meta, config)
         targets = [scheduled] if scheduled else ([] if op == "schedule" else pending)
     if execute:
         for instant in targets:
-            service.run_compaction(call.spark, ref.path, instant, options)
+            service.run_compaction(call.spark, ref.path, instant, config)
         call.resolver.refresh(ref)
     meta = HoodieTableMetaClient.load(ref.path)
     rows = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from sqlext.config_doc import config_text
 from sqlext.sql.procedures import registry
+from storage.config import KEY_PREFIX
 from storage.exception import HoodieConfigError
 from sqlext.sql.procedures.registry import optional, procedure
 
@@ -19,7 +20,7 @@ def help_(call, args):
         lines.append("You can use 'call help(cmd=>[command])' to view the detailed parameters of the command")
         lines.append("and 'call help(cmd=>[hoodie.key])' (or `sqlext config --key K`) to view a config key")
         return [("\n".join(lines) + "\n",)]
-    if cmd.strip().startswith("hoodie."):
+    if cmd.strip().startswith(KEY_PREFIX):
         try:
             return [(config_text(cmd),)]
         except HoodieConfigError as exc:

@@ -5,7 +5,7 @@ import fnmatch
 import math
 
 from sqlext.sql.procedures.registry import optional, procedure, required
-from storage.config import ReadConfigKeys as RK
+from storage.config import HoodieConfig, ReadConfigKeys as RK
 from storage.fs_utils import parse_base_file_name
 from storage.io.storage import HoodieStorage
 
@@ -37,14 +37,14 @@ def copy_to_temp_view(call, args):
         raise call.error(f"query_type '{args['query_type']}': expected {', '.join(_QUERY_TYPES)}")
     options = {RK.QUERY_TYPE.key: query_type}
     if query_type == "snapshot" and args["as_of_instant"]:
-        options["as.of.instant"] = args["as_of_instant"]
+        options[RK.AS_OF_INSTANT.key] = args["as_of_instant"]
     if query_type == "incremental":
         if not args["begin_instance_time"] or not args["end_instance_time"]:
             raise call.error("when the query_type is incremental, begin_instance_time and end_instance_time "
                              "can not be null")
         options[RK.BEGIN_INSTANTTIME.key] = args["begin_instance_time"]
         options[RK.END_INSTANTTIME.key] = args["end_instance_time"]
-    frame = read_table(call.spark, ref.path, options)
+    frame = read_table(call.spark, ref.path, HoodieConfig.of(options))
     view = args["view_name"]
     try:
         if args["global"]:

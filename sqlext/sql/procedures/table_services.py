@@ -14,7 +14,7 @@ import logging
 
 from sqlext.sql.procedures._timeline import files_inserted, files_updated, newest_first, state_transition_time, total
 from sqlext.sql.procedures.registry import optional, procedure, required
-from storage.config import ArchivalConfigKeys as AK, CleanConfigKeys as CLK
+from storage.config import ArchivalConfigKeys as AK, CleanConfigKeys as CLK, HoodieConfig
 from storage.exception import HoodieError
 
 log = logging.getLogger(__name__)
@@ -22,8 +22,12 @@ log = logging.getLogger(__name__)
 _TABLE = [optional("table", "string"), optional("path", "string")]
 
 
-def _table_options(meta) -> dict[str, str]:
-    return {k: v for k, v in meta.table_config.props.items() if k.startswith("hoodie.")}
+def _service_config(call, meta, given: dict, text: str | None) -> HoodieConfig:
+    """What a table service procedure runs with: the table's properties, then the procedure's arguments (`given`,
+    None: not given), then its `options` argument ('k1=v1,k2=v2'), each winning over the ones before."""
+    from sqlext.sql.procedures.compaction import procedure_options
+
+    return meta.table_config.with_options(HoodieConfig.of(given, procedure_options(call, text)))
 
 
 def _run(call, fn, *args, **kwargs):
@@ -44,7 +48,6 @@ def _run(call, fn, *args, **kwargs):
            "clean old file versions now (finishes a pending clean first); a row per clean completed, and `reason` "
            "says why no new clean deleted a file (NULL when one did)")
 def run_clean(call, args):
-    from sqlext.sql.procedures.compaction import procedure_options
     from storage.table_service.clean import clean_table, show_cleans
 
     ref = call.table_ref(args.get("table"), args.get("path"))
@@ -55,9 +58,8 @@ def run_clean(call, args):
              CLK.FILE_VERSIONS_RETAINED.key: args.get("file_versions_retained"),
              CLK.TRIGGER_STRATEGY.key: args.get("trigger_strategy"),
              CLK.MAX_COMMITS.key: args.get("trigger_max_commits")}
-    options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
-               **procedure_options(call, args.get("options"))}
-    outcome = _run(call, clean_table, call.spark, ref.path, options, force=args.get("trigger_max_commits") is None)
+    config = _service_config(call, meta, given, args.get("options"))
+    outcome = _run(call, clean_table, call.spark, ref.path, config, force=args.get("trigger_max_commits") is None)
     call.resolver.refresh(ref)
     made = {outcome.instant, *outcome.finished}
     rows = [(c["startCleanTime"], c["timeTakenInMillis"], c["totalFilesDeleted"], c["earliestCommitToRetain"],
@@ -106,15 +108,12 @@ def show_clean_plans(call, args):
                      optional("options", "string")],
            "result int", "archive old instants now (0 = archived, as Hudi's procedure answers)")
 def archive_commits(call, args):
-    from sqlext.sql.procedures.compaction import procedure_options
     from storage.table_service.archival import archive
 
     meta = call.meta_client(args)
     given = {AK.MIN_COMMITS_TO_KEEP.key: args.get("min_commits"), AK.MAX_COMMITS_TO_KEEP.key: args.get("max_commits"),
              CLK.COMMITS_RETAINED.key: args.get("retain_commits")}
-    options = {**_table_options(meta), **{k: str(v) for k, v in given.items() if v is not None},
-               **procedure_options(call, args.get("options"))}
-    _run(call, archive, meta, options)
+    _run(call, archive, meta, _service_config(call, meta, given, args.get("options")))
     return [(0,)]
 
 

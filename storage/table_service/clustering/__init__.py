@@ -3,10 +3,10 @@ larger ones whose rows are ordered for the queries people run, published as a `r
 
 Python API (`CALL run_clustering` / `CALL show_clustering` map onto it):
 
-- ``schedule_clustering(table, options=None, spark=None) -> str | None``: a plan (plan.py) as
+- ``schedule_clustering(table, config=HoodieConfig(), spark=None) -> str | None``: a plan (plan.py) as
   `<t>.replacecommit.requested`; None when nothing qualifies.
-- ``run_clustering(spark, table, instants=None, options=None) -> list[str]``: execute pending plans (execute.py,
-  executor.py); a plan whose execution died half-way is undone and run again.
+- ``run_clustering(spark, table, instants=None, config=HoodieConfig()) -> list[str]``: execute pending plans
+  (execute.py, executor.py); a plan whose execution died half-way is undone and run again.
 - ``show_clustering(table, limit=None) -> list[dict]``: clustering instants, newest first.
 - ``maybe_cluster_after_commit(spark, meta, config)``: the inline / async triggers after a write's commit.
 
@@ -81,23 +81,22 @@ def maybe_cluster_after_commit(spark, meta: HoodieTableMetaClient, config: Hoodi
     max_commits = config.get(CK.ASYNC_MAX_COMMITS) if run_async and not inline else config.get(CK.INLINE_MAX_COMMITS)
     if not should_schedule(meta.reload(), max_commits):
         return None
-    options = dict(config.items())
     try:
-        instant = schedule_clustering(meta, options, spark)
+        instant = schedule_clustering(meta, config, spark)
         if instant is None:
             return None
         if inline:
-            run_clustering(spark, meta, [instant], options)
+            run_clustering(spark, meta, [instant], config)
         elif run_async:
-            _start_async(spark, meta.base_path, instant, options)
+            _start_async(spark, meta.base_path, instant, config)
     except HoodieClusteringError as exc:
         log.warning("inline clustering of %s did not complete: %s", meta.base_path, exc)
         return None
     return instant
 
 
-def _start_async(spark, base_path: str, instant: str, options: dict[str, str]) -> None:
+def _start_async(spark, base_path: str, instant: str, config: HoodieConfig) -> None:
     """The plan executes in a background thread of the writer; a failure is logged and a later run retries it."""
     from storage.table_service.async_service import run_in_background
 
-    run_in_background("clustering", base_path, lambda: run_clustering(spark, base_path, [instant], options))
+    run_in_background("clustering", base_path, lambda: run_clustering(spark, base_path, [instant], config))

@@ -46,10 +46,10 @@ log = logging.getLogger(__name__)
 
 
 def run_clustering(spark: SparkSession, table: HoodieTableMetaClient | str, instants: list[str] | None = None,
-                   options: dict[str, str] | None = None) -> list[str]:
-    """Execute the pending clusterings `instants` (all pending ones when None), oldest first; the completed
-    instants."""
-    meta = service_meta_client(table, "clustering", spark, options)
+                   config: HoodieConfig = HoodieConfig()) -> list[str]:
+    """Execute the pending clusterings `instants` (all pending ones when None), oldest first, with the options of
+    `config`; the completed instants."""
+    meta = service_meta_client(table, "clustering", spark, config)
     plans = pending_clustering_plans(meta)
     if instants:
         missing = [t for t in instants if t not in plans]
@@ -59,7 +59,7 @@ def run_clustering(spark: SparkSession, table: HoodieTableMetaClient | str, inst
         plans = {t: plans[t] for t in instants}
     done = []
     for ts in sorted(plans):
-        execute_clustering(spark, meta, ts, plans[ts], options)
+        execute_clustering(spark, meta, ts, plans[ts], config)
         done.append(ts)
     return done
 
@@ -128,18 +128,20 @@ def _check_conflicts(meta: HoodieTableMetaClient, instant_time: str, plan: dict[
 
 
 def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant_time: str, plan: dict[str, Any],
-                       options: dict[str, str] | None = None) -> HoodieCommitMetadata:
-    config = HoodieConfig.of(dict(meta.table_config.props), options or {})
-    sort_columns, layout = _layout_of(plan, config)
+                       config: HoodieConfig = HoodieConfig()) -> HoodieCommitMetadata:
+    """Run the plan of pending clustering `instant_time` with the table's properties layered with the options of
+    `config`, and complete it as `<instant_time>.replacecommit`."""
+    layered = meta.table_config.with_options(config)
+    sort_columns, layout = _layout_of(plan, layered)
     schema = table_data_schema(meta)
     if schema is None:
         raise HoodieClusteringError(f"table {meta.base_path} has no schema to cluster with")
     snapshot = TimelineSnapshot.of(meta.reload().timeline)
     groups = [(slices, n) for slices, n in current_groups(meta, instant_time, plan) if slices]
     tally = RequestTally(spark)
-    ctx = with_requests(ClusteringTaskContext.of(meta, instant_time, schema, sort_columns, layout, config,
-                                                 config.get(CK.PRESERVE_COMMIT_METADATA), options), tally.accumulator)
-    inflight, heartbeat = start_execution(meta, instant_time, Action.REPLACE_COMMIT, "clustering", config,
+    ctx = with_requests(ClusteringTaskContext.of(meta, instant_time, schema, sort_columns, layout, layered,
+                                                 layered.get(CK.PRESERVE_COMMIT_METADATA), config), tally.accumulator)
+    inflight, heartbeat = start_execution(meta, instant_time, Action.REPLACE_COMMIT, "clustering", layered,
                                           HoodieClusteringError)
     crash_point("clustering.after_inflight")
     try:
@@ -152,7 +154,7 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
                                            partitionToReplaceFileIds=replaced)
         # the check sees the timeline complete_action has just listed again under the lock
         complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, CLUSTER_OPERATION),
-                        TransactionManager.for_table(meta, config).transaction(f"commit clustering {instant_time}"),
+                        TransactionManager.for_table(meta, layered).transaction(f"commit clustering {instant_time}"),
                         lambda: _check_conflicts(meta, instant_time, plan, snapshot))
     finally:
         heartbeat.stop()
@@ -161,5 +163,5 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
              sum(len(s) for s, _ in groups), len(stats), sum(s.numWrites for s in stats))
     tally.report(f"clustering {instant_time} of {meta.base_path}")
     fire_commit_callbacks(CommitEvent(meta.base_path, meta.table_config.name, instant_time, Action.REPLACE_COMMIT,
-                                      CLUSTER_OPERATION, dict(options or {}), metadata))
+                                      CLUSTER_OPERATION, config, metadata))
     return metadata

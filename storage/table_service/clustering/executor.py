@@ -56,11 +56,13 @@ class ClusteringTaskContext(BaseFileTaskSettings):
 
     @classmethod
     def of(cls, meta: HoodieTableMetaClient, instant_time: str, schema: pa.Schema, sort_columns: tuple[str, ...],
-           layout: LayoutOptimizationStrategy, config: HoodieConfig, preserve: bool,
-           options: dict[str, str] | None) -> "ClusteringTaskContext":
-        return cls(**BaseFileTaskSettings.of_table(meta, config, instant_time, schema,
+           layout: LayoutOptimizationStrategy, layered: HoodieConfig, preserve: bool,
+           config: HoodieConfig) -> "ClusteringTaskContext":
+        """`layered`: the table's properties with the options of `config` (the files are written as they say);
+        the file slices are read with the options alone, as a read of the table is."""
+        return cls(**BaseFileTaskSettings.of_table(meta, layered, instant_time, schema,
                                                    meta.table_config.populate_meta_fields),
-                   read=FileSliceReadContext.for_table(meta, None, options), sort_columns=sort_columns,
+                   read=FileSliceReadContext.for_table(meta, None, config), sort_columns=sort_columns,
                    layout=layout, preserve_commit_metadata=preserve)
 
 
@@ -118,7 +120,7 @@ def cluster_group(slices: list[FileSlice], num_output_files: int, ctx: Clusterin
         file_name = make_base_file_name(file_id, token, ctx.instant_time)
         part = _restamp(rows.slice(offset, length), ctx, file_name, partition_id)
         create_marker(storage, ctx.marker_dir, partition, file_name, IOType.CREATE)
-        size = write_base_file(storage, join_path(ctx.base_path, partition, file_name), part, ctx.bloom_options,
+        size = write_base_file(storage, join_path(ctx.base_path, partition, file_name), part, ctx.bloom_settings,
                                ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
         stats.append(HoodieWriteStat(
             fileId=file_id, path=f"{partition}/{file_name}" if partition else file_name, prevCommit=NULL_COMMIT,

@@ -7,6 +7,7 @@ import logging
 
 from storage.config import ClusteringConfigKeys as CK
 from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieClusteringError
 from storage.layout.space_curve import LayoutOptimizationStrategy
 from storage.meta_fields import META_COLUMNS
@@ -46,13 +47,12 @@ def check_sort_columns(meta: HoodieTableMetaClient, columns: tuple[str, ...]) ->
             f"({CK.SORT_COLUMNS.key}); the table's columns: {', '.join(schema.names if schema is not None else [])}")
 
 
-def schedule_clustering(table: HoodieTableMetaClient | str, options: dict[str, str] | None = None,
+def schedule_clustering(table: HoodieTableMetaClient | str, config: HoodieConfig = HoodieConfig(),
                         spark=None) -> str | None:
     """Write `<t>.replacecommit.requested` with a clustering plan; the instant time, or None when no file slice
     qualifies. Bad sort columns / layout strategy / partition settings fail with nothing written."""
-    meta = service_meta_client(table, "clustering", spark, options)
+    meta = service_meta_client(table, "clustering", spark, config)
     _refuse_bucket_tables(meta)
-    config = HoodieConfig.of({}, options or {})
     cfg = ClusteringPlanConfig.of(config)
     LayoutOptimizationStrategy.of(cfg.layout)  # a bad strategy fails here, naming the key
     check_sort_columns(meta, cfg.sort_columns)
@@ -71,9 +71,9 @@ def _refuse_bucket_tables(meta: HoodieTableMetaClient) -> None:
     break that layout, so it is refused, as Hudi does for the simple bucket index."""
     from storage.index.bucket_index import is_bucket_index
 
-    if is_bucket_index(HoodieConfig.of(dict(meta.table_config.props))):
+    if is_bucket_index(meta.table_config.with_options()):
         raise HoodieClusteringError(f"clustering refused on {meta.base_path}: it uses the BUCKET index "
-                                    "(hoodie.index.type=BUCKET, SIMPLE engine), whose file groups are fixed buckets")
+                                    f"({WK.INDEX_TYPE.key}=BUCKET, SIMPLE engine), whose file groups are fixed buckets")
 
 
 def _excluded_file_groups(meta: HoodieTableMetaClient) -> set[tuple[str, str]]:

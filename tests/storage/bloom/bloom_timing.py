@@ -13,10 +13,10 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from storage.bloom import create_bloom_filter, deserialize_bloom_filter
+from storage.bloom import BloomFilterSettings, deserialize_bloom_filter
 from storage.io.base_file_writer import footer_metadata
 
-HUDI_DEFAULTS = dict(filter_type="DYNAMIC_V0", num_entries=60000, fpp=1e-9, max_entries=100000)
+HUDI_DEFAULTS = BloomFilterSettings("DYNAMIC_V0", 60000, 1e-9, 100000)
 
 
 def best_ms(fn, repeat: int) -> float:
@@ -46,7 +46,7 @@ def main() -> None:
     probes = pa.array(np.arange(200_000).astype(str))
     for name, keys in key_sets(args.keys).items():
         footer = best_ms(lambda: footer_metadata(keys, HUDI_DEFAULTS), args.repeat)
-        bloom = create_bloom_filter(**HUDI_DEFAULTS)
+        bloom = HUDI_DEFAULTS.new_filter()
         bloom.add_keys(keys)
         text = bloom.serialize()
         parse = best_ms(lambda: deserialize_bloom_filter("DYNAMIC_V0", text), args.repeat)

@@ -70,7 +70,7 @@ def _options(name: str, **extra) -> dict[str, str]:
 
 def _write(spark, path, options, rows=((1, 1, "a"), (2, 1, "b"), (3, 1, "b"))):
     df = spark.createDataFrame(list(rows), "id INT, ts INT, dt STRING")
-    return HoodieWriteClient(spark, str(path), options).write(df)
+    return HoodieWriteClient(spark, str(path), HoodieConfig.of(options)).write(df)
 
 
 def _message() -> HoodieWriteCommitCallbackMessage:

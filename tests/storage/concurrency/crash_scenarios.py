@@ -95,20 +95,22 @@ _FIRST = ("from storage.table.meta_client import HoodieTableMetaClient\n"
           "first = HoodieTableMetaClient.load(path).timeline.completed().write_timeline().timestamps()[0]\n")
 _FOUR = ((SEED, "upsert"), (UPDATE, "upsert"), (DELETE, "delete"), (OVERWRITE, "upsert"))
 _SIX = _FOUR + ((UPDATE, "upsert"), (OVERWRITE, "upsert"))
-_CLEAN = f"from storage.table_service.clean import run_clean\nrun_clean(spark, path, {_KEEP})"
-_ARCHIVE = f"from storage.table_service.archival import archive\narchive(path, {_KEEP})"
+_CONFIG = "from storage.config import HoodieConfig\n"
+_CLEAN = f"{_CONFIG}from storage.table_service.clean import run_clean\nrun_clean(spark, path, HoodieConfig.of({_KEEP}))"
+_ARCHIVE = f"{_CONFIG}from storage.table_service.archival import archive\narchive(path, HoodieConfig.of({_KEEP}))"
 _MERGE = ("{**opts, 'hoodie.clean.automatic': 'false', 'hoodie.archive.automatic': 'false', "
           "'hoodie.keep.min.commits': '2', 'hoodie.keep.max.commits': '3', 'hoodie.cleaner.commits.retained': '1', "
           "'hoodie.commits.archival.batch': '1', 'hoodie.archive.merge.enable': 'true', "
           "'hoodie.archive.merge.files.batch.size': '2'}")
 # two small archive files to merge (six commits): archive down to 4 commits, copy the file as a second version (as object
 # stores write one file per archival), then archive with merging on (the crashing call)
-_ARCHIVE_MERGE = ("import os, shutil\nfrom storage.table_service.archival import archive\n"
-                  f"archive(path, {{**{_KEEP}, 'hoodie.keep.min.commits': '4', 'hoodie.keep.max.commits': '5'}})\n"
+_ARCHIVE_MERGE = (f"import os, shutil\n{_CONFIG}from storage.table_service.archival import archive\n"
+                  f"archive(path, HoodieConfig.of({_KEEP}, {{'hoodie.keep.min.commits': '4', "
+                  "'hoodie.keep.max.commits': '5'}))\n"
                   "folder = os.path.join(path, '.hoodie', 'archived')\n"
                   "shutil.copy(os.path.join(folder, '.commits_.archive.1_1-0-1'), "
                   "os.path.join(folder, '.commits_.archive.2_1-0-1'))\n"
-                  f"archive(path, {_MERGE})")
+                  f"archive(path, HoodieConfig.of({_MERGE}))")
 _SAVEPOINT = _FIRST + "from storage.table_service.savepoint import create_savepoint\ncreate_savepoint(path, first)"
 _RESTORE = _FIRST + "from storage.table_service.restore import restore_to_instant\nrestore_to_instant(path, first)"
 _RESTORED = lambda s: apply({}, SEED, "upsert")  # noqa: E731 - the first commit's rows
@@ -131,8 +133,9 @@ _SERVICE_SCENARIOS = {
 }
 
 # clustering of a merge-on-read table whose slices have logs (the rows must not change at any point)
-_CLUSTER = ("from storage.table_service.clustering import schedule_clustering, run_clustering\n"
-            "t = schedule_clustering(path, {'hoodie.clustering.plan.strategy.sort.columns': 'ts,id'}, spark)\n"
+_CLUSTER = (f"{_CONFIG}from storage.table_service.clustering import schedule_clustering, run_clustering\n"
+            "t = schedule_clustering(path, HoodieConfig.of({'hoodie.clustering.plan.strategy.sort.columns': 'ts,id'}), "
+            "spark)\n"
             "run_clustering(spark, path, [t])")
 # run again: the plan (requested, or inflight with a dead executor) completes; exactly one CLUSTER replacecommit
 _CLUSTER_RERUN = ("from storage.table_service.clustering import run_clustering, show_clustering\n"
@@ -163,8 +166,8 @@ SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
     "archive": {"*": [_SERVICE_SCENARIOS["archive"]],
                 **dict.fromkeys(("archive.merge_after_plan", "archive.merge_after_write"),
                                 [Scenario("archive_merge_cow", False, _SIX, _ARCHIVE_MERGE, needs_spark=False,
-                                          rerun=f"from storage.table_service.archival import archive\n"
-                                                f"archive(path, {_MERGE})")])},
+                                          rerun=f"{_CONFIG}from storage.table_service.archival import archive\n"
+                                                f"archive(path, HoodieConfig.of({_MERGE}))")])},
 }
 
 

@@ -18,6 +18,7 @@ import pyarrow as pa
 import pytest
 
 from hudi_oracle import hudi_rs_read
+from storage.config import HoodieConfig
 from storage.file_group.delete_record import DELETE_RECORD_LIST_SCHEMA, DeleteRecord, decode_delete_records
 from storage.file_group.log_block import (
     AvroDataBlock,
@@ -466,7 +467,7 @@ def test_split_keeps_an_oversized_record_alone():
 
 def test_writer_size_limits_and_config(tmp_path):
     path = tmp_path / "log"
-    config = {DATA_BLOCK_MAX_SIZE.key: "1000", LOG_FILE_MAX_SIZE.key: "3000"}
+    config = HoodieConfig.of({DATA_BLOCK_MAX_SIZE.key: "1000", LOG_FILE_MAX_SIZE.key: "3000"})
     with HoodieLogFormatWriter.from_config(path, config) as writer:
         assert (writer.data_block_max_size, writer.log_file_max_size) == (1000, 3000)
         assert writer.size() == 0 and not writer.should_roll_over()

@@ -10,6 +10,7 @@ from storage.keygen.key_generator import (
     timestamp_partition_fields,
 )
 from storage.keygen.timestamp_based import has_offset, java_time_pattern
+from storage.table.table_config import HoodieTableConfig
 
 
 def _keys(spark, rows, schema, record_keys, partitions, keygen=None, hive=False, encode=False, **opts):
@@ -176,12 +177,13 @@ def test_timestamp_options_are_checked_before_any_work(opts, message):
 
 def test_table_properties_supply_the_timestamp_options(spark):
     """A later write names no key generator options: the table's persisted ones apply, the write's win."""
-    table = {T + "timestamp.type": "EPOCHMILLISECONDS", T + "output.dateformat": "yyyy/MM/dd", "hoodie.table.name": "t"}
-    gen = create_key_generator(HoodieConfig.of({}), ["id"], ["ts"], TS, False, False, table_props=table)
+    table = HoodieTableConfig({T + "timestamp.type": "EPOCHMILLISECONDS", T + "output.dateformat": "yyyy/MM/dd",
+                               "hoodie.table.name": "t"})
+    gen = create_key_generator(table.with_options(), ["id"], ["ts"], TS, False, False)
     df = spark.createDataFrame([(1, 1705311000000)], "id long, ts long")
     assert df.select(gen.partition_path()).first()[0] == "2024/01/15"
-    gen = create_key_generator(HoodieConfig.of({T + "output.dateformat": "yyyyMM"}), ["id"], ["ts"], TS, False,
-                               False, table_props=table)
+    gen = create_key_generator(table.with_options(HoodieConfig.of({T + "output.dateformat": "yyyyMM"})), ["id"],
+                               ["ts"], TS, False, False)
     assert df.select(gen.partition_path()).first()[0] == "202401"
 
 

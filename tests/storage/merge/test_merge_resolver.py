@@ -6,8 +6,10 @@ from __future__ import annotations
 import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 
+from storage.config import HoodieConfig
 from storage.exception import HoodieConfigError, HoodieMergeError
 from storage.merge import MergeSpec, RecordMergeMode, resolve_merge_spec
+from storage.table.table_config import HoodieTableConfig
 from storage.table_service.compaction import run_compaction, schedule_compaction
 
 EVENT, COMMIT = RecordMergeMode.EVENT_TIME_ORDERING, RecordMergeMode.COMMIT_TIME_ORDERING
@@ -74,20 +76,23 @@ def test_cow_and_mor_merge_the_same(spark, tmp_path, case):
                       .load(str(mor)), COLS) == expected
 
 
+def _spec(table_props: dict, ordering_field: str | None, options: dict | None = None) -> MergeSpec:
+    return resolve_merge_spec(HoodieTableConfig(table_props), ordering_field, HoodieConfig.of(options))
+
+
 def test_merge_spec_inference():
-    assert resolve_merge_spec({MODE: "COMMIT_TIME_ORDERING", "hoodie.compaction.payload.class": DEFAULT}, "ts") \
+    assert _spec({MODE: "COMMIT_TIME_ORDERING", "hoodie.compaction.payload.class": DEFAULT}, "ts") \
         == MergeSpec(COMMIT, "ts", "DefaultHoodieRecordPayload")
-    assert resolve_merge_spec({"hoodie.compaction.payload.class": EVENT_TIME}, "ts").mode == EVENT
-    assert resolve_merge_spec({"hoodie.table.payload.class": OVERWRITE}, "ts").mode == COMMIT
-    assert resolve_merge_spec({}, "ts") == MergeSpec(EVENT, "ts", "")
-    assert resolve_merge_spec({}, None).mode == COMMIT  # nothing to order events by
-    assert resolve_merge_spec({MODE: "EVENT_TIME_ORDERING"}, None).mode == COMMIT
+    assert _spec({"hoodie.compaction.payload.class": EVENT_TIME}, "ts").mode == EVENT
+    assert _spec({"hoodie.table.payload.class": OVERWRITE}, "ts").mode == COMMIT
+    assert _spec({}, "ts") == MergeSpec(EVENT, "ts", "")
+    assert _spec({}, None).mode == COMMIT  # nothing to order events by
+    assert _spec({MODE: "EVENT_TIME_ORDERING"}, None).mode == COMMIT
     # options before the table's properties, an explicit mode before a payload
-    assert resolve_merge_spec({"hoodie.compaction.payload.class": OVERWRITE}, "ts", {MODE: "EVENT_TIME_ORDERING"}).mode \
-        == EVENT
-    assert resolve_merge_spec({"hoodie.compaction.payload.class": DEFAULT}, "ts", {PAYLOAD: OVERWRITE}).mode == COMMIT
+    assert _spec({"hoodie.compaction.payload.class": OVERWRITE}, "ts", {MODE: "EVENT_TIME_ORDERING"}).mode == EVENT
+    assert _spec({"hoodie.compaction.payload.class": DEFAULT}, "ts", {PAYLOAD: OVERWRITE}).mode == COMMIT
     with pytest.raises(HoodieMergeError, match="CUSTOM"):
-        resolve_merge_spec({MODE: "CUSTOM"}, "ts")
+        _spec({MODE: "CUSTOM"}, "ts")
 
 
 def test_unsupported_merge_mode_fails_before_writing(spark, tmp_path):

@@ -9,6 +9,7 @@ import pytest
 from service_helpers import (data_files, expected, options, ours, theirs, timeline_files, versions_per_group,
                              write, write_commits)
 from storage.avro.container import read_avro_container
+from storage.config import HoodieConfig
 from storage.exception import HoodieCleanError, HoodieReadError, HoodieTableNotFoundError, HoodieTableServiceError
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.clean import run_clean, show_clean_plans, show_cleans
@@ -52,16 +53,16 @@ def test_file_versions_policy_savepoint_and_incremental_mode(spark, tmp_path):
     commits = [i.timestamp for i in meta.timeline.completed().write_timeline()]
     create_savepoint(str(path), commits[1])
     kept = {os.path.basename(f) for f in data_files(path) if f"_{commits[1]}." in f}
-    assert run_clean(spark, str(path), {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-                                        "hoodie.cleaner.fileversions.retained": "1"}) is not None
+    versions = HoodieConfig.of({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                                "hoodie.cleaner.fileversions.retained": "1"})
+    assert run_clean(spark, str(path), versions) is not None
     names = {os.path.basename(f) for f in data_files(path)}
     assert kept <= names  # the savepoint's files survive
     assert sorted(versions_per_group(path).values()) == [2, 2]  # latest + savepointed
     assert ours(spark, path) == expected(state) == theirs(path)
     assert ours(spark, path, **{"as.of.instant": commits[1]}) == theirs(path, as_of=commits[1])
     # nothing left to clean: no new instant
-    assert run_clean(spark, str(path), {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-                                        "hoodie.cleaner.fileversions.retained": "1"}) is None
+    assert run_clean(spark, str(path), versions) is None
     assert [p["policy"] for p in show_clean_plans(str(path))] == ["KEEP_LATEST_FILE_VERSIONS"]
 
 
@@ -73,7 +74,7 @@ def test_replaced_file_groups_are_cleaned(spark, tmp_path):
     data = [(1, "x", 9, "p1"), (2, "y", 9, "p0")]
     write(spark, path, data, opts, "insert_overwrite_table")
     write_commits(spark, path, opts, range(10, 12), state={})
-    run_clean(spark, str(path), {"hoodie.cleaner.commits.retained": "1"})
+    run_clean(spark, str(path), HoodieConfig.of({"hoodie.cleaner.commits.retained": "1"}))
     assert not replaced & set(versions_per_group(path))  # the replaced groups are gone whole
     assert ours(spark, path) == theirs(path)
 
@@ -123,7 +124,7 @@ def test_bad_input_is_refused_with_nothing_changed(spark, tmp_path, fixture_tabl
     write_commits(spark, path, opts, range(1))
     before = (timeline_files(path), data_files(path))
     with pytest.raises(HoodieCleanError, match="hoodie.cleaner.policy"):
-        run_clean(spark, str(path), {"hoodie.cleaner.policy": "KEEP_SOME"})
+        run_clean(spark, str(path), HoodieConfig.of({"hoodie.cleaner.policy": "KEEP_SOME"}))
     with pytest.raises(HoodieCleanError, match="unknown cleaner policy"):
         write(spark, path, [(1, "z", 5, "p1")], {**opts, "hoodie.cleaner.policy": "nope"})
     with pytest.raises(HoodieTableServiceError, match="hoodie.keep.min.commits=3 to be greater than "

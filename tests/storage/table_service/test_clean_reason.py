@@ -55,7 +55,7 @@ def test_no_more_commits_than_retained_says_how_many_of_each(tmp_path):
     meta = _table(tmp_path)
     _write(meta, T1)
     _write(meta, T2)
-    outcome = clean_table(None, meta.base_path, {"hoodie.cleaner.commits.retained": "3"})
+    outcome = clean_table(None, meta.base_path, HoodieConfig.of({"hoodie.cleaner.commits.retained": "3"}))
     assert outcome.instant is None and not _cleans(meta)
     assert outcome.reason == ("the table has 2 completed commits and hoodie.cleaner.commits.retained=3 retains the "
                               "file versions of the latest 3: no file version is old enough to clean")
@@ -81,7 +81,7 @@ def test_trigger_not_reached_is_the_reason_not_the_planner(tmp_path):
     first = _write(meta, T1)
     _write(meta, T2)
     _write(meta, T3)
-    opts = {"hoodie.cleaner.commits.retained": "1", "hoodie.clean.max.commits": "5"}
+    opts = HoodieConfig.of({"hoodie.cleaner.commits.retained": "1", "hoodie.clean.max.commits": "5"})
     waiting = clean_table(None, meta.base_path, opts, force=False)
     assert waiting.instant is None and not _cleans(meta)
     assert waiting.reason == ("3 commits and no clean yet: hoodie.clean.trigger.strategy=NUM_COMMITS cleans after "
@@ -97,17 +97,17 @@ def test_no_file_version_older_than_the_retained_ones(tmp_path):
     meta = _table(tmp_path)
     for ts, file_id in ((T1, "fg1"), (T2, "fg2"), (T3, "fg3")):
         _write(meta, ts, (file_id,))
-    outcome = clean_table(None, meta.base_path, {"hoodie.cleaner.commits.retained": "1"})
+    outcome = clean_table(None, meta.base_path, HoodieConfig.of({"hoodie.cleaner.commits.retained": "1"}))
     assert outcome.instant is None
     assert outcome.reason.startswith("no file version is older than the retained ones: KEEP_LATEST_COMMITS with "
                                      f"hoodie.cleaner.commits.retained=1 retains from commit {T3}, ")
-    versions = clean_table(None, meta.base_path, {"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
-                                                  "hoodie.cleaner.fileversions.retained": "1"})
+    versions = clean_table(None, meta.base_path, HoodieConfig.of({"hoodie.cleaner.policy": "KEEP_LATEST_FILE_VERSIONS",
+                                                                  "hoodie.cleaner.fileversions.retained": "1"}))
     assert versions.reason == ("no file group has more file versions than KEEP_LATEST_FILE_VERSIONS with "
                                "hoodie.cleaner.fileversions.retained=1 keeps")
     # an empty clean is still recorded when asked for (it moves the earliest commit to retain): it says so
-    empty = clean_table(None, meta.base_path, {"hoodie.cleaner.commits.retained": "1",
-                                               "hoodie.write.empty.clean.create.duration.ms": "0"})
+    empty = clean_table(None, meta.base_path, HoodieConfig.of({"hoodie.cleaner.commits.retained": "1",
+                                                               "hoodie.write.empty.clean.create.duration.ms": "0"}))
     assert empty.instant in _cleans(meta)
     assert empty.reason.startswith(f"an empty clean was recorded to move the earliest commit to retain to {T3}, so "
                                    "that archival can pass it; it deleted nothing: no file version is older than ")
@@ -119,7 +119,7 @@ def test_a_pending_write_holding_the_retained_commit_back_is_named(tmp_path):
     _write(meta, T2, ("fg2",), complete=False)  # a write still running, older than the commits retained
     _write(meta, T3)
     _write(meta, T4)
-    outcome = clean_table(None, meta.base_path, {"hoodie.cleaner.commits.retained": "1"})
+    outcome = clean_table(None, meta.base_path, HoodieConfig.of({"hoodie.cleaner.commits.retained": "1"}))
     assert outcome.instant is None and os.path.exists(oldest[0])
     assert f"retains from commit {T2} (held back by the pending write {T2})" in outcome.reason
 
@@ -129,7 +129,7 @@ def test_a_pending_clean_finished_instead(tmp_path):
     oldest = _write(meta, T1)
     _write(meta, T2)
     _write(meta, T3)
-    opts = {"hoodie.cleaner.commits.retained": "1"}
+    opts = HoodieConfig.of({"hoodie.cleaner.commits.retained": "1"})
     pending = schedule_clean(meta.base_path, opts)  # planned, then the cleaner died before executing it
     assert pending is not None and os.path.exists(oldest[0])
     outcome = clean_table(None, meta.base_path, opts)

@@ -9,7 +9,7 @@ import os
 import pyarrow.parquet as pq
 import pytest
 
-from service_helpers import COLS, data_files, expected, options, ours, theirs, write
+from service_helpers import data_files, expected, options, ours, theirs, write
 from hudi_oracle import apply_batch
 from storage.avro.container import read_avro_container
 from storage.config import HoodieConfig
@@ -102,7 +102,7 @@ def test_clustering_merges_small_files_and_keeps_the_rows(spark, tmp_path, table
     groups_before = _file_groups(path)
     assert groups_before == 16
 
-    instant = schedule_clustering(str(path), SORTED)
+    instant = schedule_clustering(str(path), HoodieConfig.of(SORTED))
     meta = HoodieTableMetaClient.load(str(path))
     requested = read_avro_container((path / ".hoodie" / f"{instant}.replacecommit.requested").read_bytes())
     assert requested["operationType"] == "CLUSTER"
@@ -137,7 +137,7 @@ def test_clustering_merges_small_files_and_keeps_the_rows(spark, tmp_path, table
 def test_update_of_a_file_group_under_pending_clustering(spark, tmp_path):
     path = tmp_path / "cl_reject"
     opts, state = _small_file_table(spark, path, commits=3)
-    instant = schedule_clustering(str(path), SORTED)
+    instant = schedule_clustering(str(path), HoodieConfig.of(SORTED))
     timeline = sorted(os.listdir(path / ".hoodie"))
     files = data_files(path)
     with pytest.raises(HoodieClusteringUpdateError, match=f"pending clustering {instant}"):
@@ -154,11 +154,11 @@ def test_update_of_a_file_group_under_pending_clustering(spark, tmp_path):
              "org.apache.hudi.client.clustering.update.strategy.SparkAllowUpdateStrategy"}
     write(spark, path, [(600 + i, "more", i, f"p{i % 2}") for i in range(4)], opts, "bulk_insert")
     apply_batch(state, [(600 + i, "more", i, f"p{i % 2}") for i in range(4)], ordering=2)
-    second = schedule_clustering(str(path), SORTED)
+    second = schedule_clustering(str(path), HoodieConfig.of(SORTED))
     write(spark, path, [(600, "upd", 91, "p0")], {**opts, **allow})
     apply_batch(state, [(600, "upd", 91, "p0")], ordering=2)
     with pytest.raises(HoodieClusteringError, match="aborted"):
-        run_clustering(spark, str(path), [second], allow)
+        run_clustering(spark, str(path), [second], HoodieConfig.of(allow))
     meta = HoodieTableMetaClient.load(str(path))
     assert meta.timeline.find(second) is None
     assert ours(spark, path) == expected(state) == theirs(path)
@@ -169,9 +169,9 @@ def test_bad_input_changes_nothing(spark, tmp_path):
     _small_file_table(spark, path, commits=2)
     timeline = sorted(os.listdir(path / ".hoodie"))
     with pytest.raises(HoodieClusteringError, match="unknown sort column.*nope.*id, name, ts, dt"):
-        schedule_clustering(str(path), {"hoodie.clustering.plan.strategy.sort.columns": "ts,nope"})
+        schedule_clustering(str(path), HoodieConfig.of({"hoodie.clustering.plan.strategy.sort.columns": "ts,nope"}))
     with pytest.raises(HoodieConfigError, match="hoodie.layout.optimize.strategy"):
-        schedule_clustering(str(path), {**SORTED, "hoodie.layout.optimize.strategy": "spiral"})
+        schedule_clustering(str(path), HoodieConfig.of(SORTED, {"hoodie.layout.optimize.strategy": "spiral"}))
     with pytest.raises(HoodieClusteringError, match="no pending clustering 1234"):
         run_clustering(spark, str(path), ["1234"])
     assert sorted(os.listdir(path / ".hoodie")) == timeline
@@ -203,7 +203,7 @@ def test_incremental_reads_clean_and_async_clustering(spark, tmp_path):
     path = tmp_path / "cl_incr"
     opts, state = _small_file_table(spark, path, "MERGE_ON_READ", commits=4)
     last_write = HoodieTableMetaClient.load(str(path)).timeline.completed().last().timestamp
-    instant = schedule_clustering(str(path), SORTED)
+    instant = schedule_clustering(str(path), HoodieConfig.of(SORTED))
     run_clustering(spark, str(path))
     write(spark, path, [(1, "after", 70, "p1")], opts)
     apply_batch(state, [(1, "after", 70, "p1")], ordering=2)
@@ -213,7 +213,7 @@ def test_incremental_reads_clean_and_async_clustering(spark, tmp_path):
     meta = HoodieTableMetaClient.load(str(path))
     replaced = meta.active_timeline.commit_metadata(meta.timeline.find(instant)).replaced_file_ids()
     assert len(replaced) == 8
-    run_clean(spark, str(path), {"hoodie.cleaner.commits.retained": "1"})
+    run_clean(spark, str(path), HoodieConfig.of({"hoodie.cleaner.commits.retained": "1"}))
     left = {os.path.basename(f) for f in data_files(path)}
     assert not [n for n in left if any(fid in n for _, fid in replaced)], "replaced file groups must be cleaned"
     assert ours(spark, path) == expected(state) == theirs(path)
@@ -249,5 +249,5 @@ def test_bucket_index_tables_are_not_clustered(spark, tmp_path):
     write(spark, path, [(i, "b", i, f"p{i % 2}") for i in range(6)], opts)
     timeline = sorted(os.listdir(path / ".hoodie"))
     with pytest.raises(HoodieClusteringError, match="BUCKET index"):
-        schedule_clustering(str(path), SORTED)
+        schedule_clustering(str(path), HoodieConfig.of(SORTED))
     assert sorted(os.listdir(path / ".hoodie")) == timeline

@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from hudi_oracle import hudi_rs_read
 
+from storage.config import HoodieConfig
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.clustering import run_clustering, schedule_clustering
@@ -150,8 +151,8 @@ def test_clustering_200_small_files(spark, small_file_table, tmp_path, layout):
                # one group per partition, so each partition's rows are ordered together
                "hoodie.clustering.plan.strategy.max.bytes.per.group": str(4 * partition_bytes),
                "hoodie.clustering.plan.strategy.small.file.limit": str(1024 * 1024)}
-    instant = schedule_clustering(str(path), cluster, spark)
-    assert run_clustering(spark, str(path), [instant], cluster) == [instant]
+    instant = schedule_clustering(str(path), HoodieConfig.of(cluster), spark)
+    assert run_clustering(spark, str(path), [instant], HoodieConfig.of(cluster)) == [instant]
 
     new_files = latest_base_files(path)
     sizes = sorted(bf.size for bf in new_files)

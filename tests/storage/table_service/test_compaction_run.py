@@ -8,6 +8,7 @@ import os
 import pytest
 
 from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows, spark_rows
+from storage.config import HoodieConfig
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service import compactor
@@ -161,8 +162,8 @@ def test_compaction_of_java_written_table(spark, fixture_table, tmp_path):
     shutil.copytree(fixture_table("trips_mor_avro_v6_trips_8i1u"), path)
     columns = ["uuid", "rider", "driver", "fare", "city"]
     before = arrow_rows(hudi_rs_read(str(path)), columns)
-    instant = schedule_compaction(str(path), {"hoodie.compaction.strategy":
-                                              "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"})
+    instant = schedule_compaction(str(path), HoodieConfig.of({
+        "hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"}))
     assert run_compaction(spark, str(path), instant) == [instant]
     assert arrow_rows(hudi_rs_read(str(path)), columns) == before
     ro = spark.read.format("hudi").option("hoodie.datasource.query.type", "read_optimized").load(str(path))

@@ -4,6 +4,7 @@ import shutil
 import pytest
 
 from storage.avro.container import read_avro_container
+from storage.config import HoodieConfig
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.compaction import HoodieCompactionError, schedule_compaction, show_compaction
 from tests.hudi_oracle import hudi_rs_read
@@ -16,14 +17,17 @@ def mor_copy(fixture_table, tmp_path):
     return str(dst)
 
 
+UNBOUNDED = HoodieConfig.of({
+    "hoodie.compaction.strategy": "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"})
+
+
 def _sorted_rows(table):
     return sorted(map(str, table.to_pylist()))
 
 
 def test_schedule_writes_avro_plan_of_slices_with_logs(mor_copy):
     before = _sorted_rows(hudi_rs_read(mor_copy))
-    instant = schedule_compaction(mor_copy, {"hoodie.compaction.strategy":
-                                             "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"})
+    instant = schedule_compaction(mor_copy, UNBOUNDED)
     assert instant is not None
     mc = HoodieTableMetaClient.load(mor_copy)
     files = [p for i, p in mc.active_timeline.all_files().items() if i.timestamp == instant]
@@ -58,9 +62,10 @@ def test_inline_trigger_strategies(mor_copy):
     t0 = parse_instant(start).timestamp()
 
     def trig(strategy, commits, seconds, now):
-        return should_schedule_inline(mc, {"hoodie.compact.inline.trigger.strategy": strategy,
-                                           "hoodie.compact.inline.max.delta.commits": str(commits),
-                                           "hoodie.compact.inline.max.delta.seconds": str(seconds)}, now=now)
+        return should_schedule_inline(mc, HoodieConfig.of({"hoodie.compact.inline.trigger.strategy": strategy,
+                                                           "hoodie.compact.inline.max.delta.commits": str(commits),
+                                                           "hoodie.compact.inline.max.delta.seconds": str(seconds)}),
+                                      now=now)
 
     assert trig("NUM_COMMITS", count, 10**9, t0)
     assert not trig("NUM_COMMITS", count + 1, 0, t0 + 10**6)
@@ -73,6 +78,5 @@ def test_inline_trigger_strategies(mor_copy):
     with pytest.raises(HoodieCompactionError, match="trigger.strategy"):
         trig("SOMETIMES", 1, 1, t0)
     # once a compaction is scheduled, counting restarts after it
-    assert schedule_compaction(mor_copy, {"hoodie.compaction.strategy":
-                                          "org.apache.hudi.table.action.compact.strategy.UnBoundedCompactionStrategy"})
+    assert schedule_compaction(mor_copy, UNBOUNDED)
     assert _delta_commits_since_last_compaction(HoodieTableMetaClient.load(mor_copy))[0] == 0

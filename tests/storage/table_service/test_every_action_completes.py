@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from service_helpers import batch, options, write
+from storage.config import HoodieConfig
 from storage.table.action_completion import register_post_complete, register_pre_complete
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action
@@ -44,7 +45,7 @@ def test_every_action_completes_through_it(spark, tmp_path, hooks):
         write(spark, cow, batch(n), cow_opts)   # the second one clusters inline
         write(spark, mor, batch(n), mor_opts)   # the second one compacts inline
     write(spark, cow, batch(2), cow_opts)  # a second version of the clustered files
-    assert run_clean(spark, str(cow), cow_opts) is not None
+    assert run_clean(spark, str(cow), HoodieConfig.of(cow_opts)) is not None
     meta = HoodieTableMetaClient.load(str(cow))
     kept = meta.timeline.completed().write_timeline().last().timestamp
     create_savepoint(meta, kept)

@@ -15,7 +15,9 @@ from storage.table_service.restore import restore_to_savepoint
 from storage.table_service.savepoint import create_savepoint
 from storage.timeline.archived_timeline import HoodieArchivedTimeline, list_archive_files
 
-DAYS = 20
+# enough days for rounds of archival and cleaning on both sides of the savepoint (KEEP_MAX 5, 2 retained); more
+# days only repeat them, at a Spark write each
+DAYS = 12
 KEEP_MAX, RETAINED = 5, 2
 SERVICES = {"hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 3,
             "hoodie.keep.max.commits": KEEP_MAX, "hoodie.commits.archival.batch": 1, "hoodie.compact.inline": "true",

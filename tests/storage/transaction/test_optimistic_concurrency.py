@@ -12,6 +12,7 @@ import pytest
 from hudi_oracle import apply_batch, arrow_rows, hudi_rs_read, rows
 
 import storage.write.write_operation as write_operation
+from storage.config import HoodieConfig
 from storage.exception import HoodieCompactionError, HoodieTableStateError, HoodieWriteConflictError, HoodieWriteError
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.compaction import run_compaction, schedule_compaction
@@ -134,9 +135,9 @@ def test_compaction_scheduled_under_a_running_write(spark, tmp_path, monkeypatch
     pending = HoodieTableMetaClient.load(str(path)).timeline.pending().last().timestamp
     with pytest.raises(HoodieCompactionError, match=f"while write .*{pending}.* is pending"):
         schedule_compaction(str(path))
-    compaction = schedule_compaction(str(path), OCC)
+    compaction = schedule_compaction(str(path), HoodieConfig.of(OCC))
     assert compaction is not None
-    run_compaction(spark, str(path), compaction, OCC)
+    run_compaction(spark, str(path), compaction, HoodieConfig.of(OCC))
     error = paused.resume()
     assert isinstance(error, HoodieWriteConflictError) and error.winner == compaction, error
     assert _table_rows(path) == _expect(state)

@@ -4,6 +4,7 @@ bytes; after deletes it holds their keys too, up to a bound; Java-written files 
 afresh."""
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 from types import SimpleNamespace
@@ -16,6 +17,7 @@ from hudi_oracle import arrow_rows, hudi_rs_read, rows
 from storage.bloom import (
     BLOOM_FILTER_FOOTER_KEY,
     BLOOM_FILTER_TYPE_CODE_KEY,
+    BloomFilterSettings,
     continued_bloom_filter,
     create_bloom_filter,
     deserialize_bloom_filter,
@@ -33,22 +35,22 @@ def _keys(lo: int, hi: int) -> pa.Array:
 
 @pytest.mark.parametrize("filter_type", ["SIMPLE", "DYNAMIC_V0"])
 def test_a_seeded_footer_equals_a_fresh_one(filter_type):
-    options = {"filter_type": filter_type, "num_entries": 500, "fpp": 1e-6, "max_entries": 2000}
+    options = BloomFilterSettings(filter_type, 500, 1e-6, 2000)
     old = _keys(0, 300)
     stored = deserialize_bloom_filter(filter_type, footer_metadata(old, options)[BLOOM_FILTER_FOOTER_KEY.encode()])
     kept = old.filter(pa.array([i % 10 != 0 for i in range(300)]))  # 30 records updated
     incoming = pa.concat_arrays([old.filter(pa.array([i % 10 == 0 for i in range(300)])), _keys(300, 350)])
     written = pa.concat_arrays([kept, incoming])  # the merged file: kept rows first, then the incoming ones
-    seeded = KeyFooter(options, BloomSeed(continued_bloom_filter(stored, **options), len(kept))).add(written)
+    seeded = KeyFooter(options, BloomSeed(options.continued(stored), len(kept))).add(written)
     assert seeded.metadata() == footer_metadata(written, options)
 
 
 def test_a_seeded_dynamic_filter_grows_rows_as_a_fresh_one():
-    options = {"filter_type": "DYNAMIC_V0", "num_entries": 100, "fpp": 1e-6, "max_entries": 1000}
+    options = BloomFilterSettings("DYNAMIC_V0", 100, 1e-6, 1000)
     footer = footer_metadata(_keys(0, 150), options)
     stored = deserialize_bloom_filter("DYNAMIC_V0", footer[BLOOM_FILTER_FOOTER_KEY.encode()])
     assert stored.max_entries == 0  # not serialized: as read back, further keys would only fill existing rows
-    seeded = KeyFooter(options, BloomSeed(continued_bloom_filter(stored, **options), 150)).add(_keys(0, 420))
+    seeded = KeyFooter(options, BloomSeed(options.continued(stored), 150)).add(_keys(0, 420))
     assert seeded.metadata() == footer_metadata(_keys(0, 420), options)
     grown = deserialize_bloom_filter("DYNAMIC_V0", seeded.metadata()[BLOOM_FILTER_FOOTER_KEY.encode()])
     assert grown.num_rows == 5 and grown.might_contain_many(_keys(0, 420)).all()
@@ -68,12 +70,12 @@ def _counts(updates=0, deletes=0):
 
 @pytest.mark.parametrize("filter_type", ["SIMPLE", "DYNAMIC_V0"])
 def test_only_this_engines_files_seed_and_deletes_up_to_a_bound(tmp_path, filter_type):
-    options = {"filter_type": filter_type, "num_entries": 500, "fpp": 1e-6, "max_entries": 2000}
+    options = BloomFilterSettings(filter_type, 500, 1e-6, 2000)
     keys = _keys(0, 100)
     path = str(tmp_path / "f.parquet")
     pq.write_table(pa.table({"_hoodie_record_key": keys}).replace_schema_metadata(footer_metadata(keys, options)), path)
     base = pq.ParquetFile(path)
-    ctx = SimpleNamespace(populate_meta_fields=True, bloom_options=options)
+    ctx = SimpleNamespace(populate_meta_fields=True, bloom_settings=options)
     kept = pa.table({"_hoodie_record_key": keys.slice(20)})
     seed = bloom_seed(base, path, kept, _counts(updates=20), ctx)
     assert seed is not None and seed.rows == 80 and seed.bloom.might_contain_many(keys).all()
@@ -84,8 +86,8 @@ def test_only_this_engines_files_seed_and_deletes_up_to_a_bound(tmp_path, filter
     java = SimpleNamespace(metadata=SimpleNamespace(created_by="parquet-mr version 1.12.3 (build ...)",
                                                    metadata=base.metadata.metadata))
     assert bloom_seed(java, path, kept, _counts(updates=20), ctx) is None
-    assert bloom_seed(base, path, kept, _counts(updates=20), SimpleNamespace(populate_meta_fields=True, bloom_options={
-        **options, "num_entries": 100})) is None
+    assert bloom_seed(base, path, kept, _counts(updates=20), SimpleNamespace(
+        populate_meta_fields=True, bloom_settings=dataclasses.replace(options, num_entries=100))) is None
 
 
 @pytest.mark.parametrize("count", [10, 400, 3000])
@@ -138,8 +140,7 @@ def test_rewritten_files_carry_the_footer_of_all_their_keys(spark, tmp_path):
     for f in latest.values():
         keys = pq.read_table(f, columns=["_hoodie_record_key"]).column(0).combine_chunks()
         footer = pq.read_metadata(f).metadata
-        fresh = footer_metadata(keys, {"filter_type": filter_type, "num_entries": 60000, "fpp": 1e-9,
-                                       "max_entries": 100000})
+        fresh = footer_metadata(keys, BloomFilterSettings(filter_type, 60000, 1e-9, 100000))
         assert footer[BLOOM_FILTER_FOOTER_KEY.encode()] == fresh[BLOOM_FILTER_FOOTER_KEY.encode()]
         assert footer[BLOOM_FILTER_TYPE_CODE_KEY.encode()] == fresh[BLOOM_FILTER_TYPE_CODE_KEY.encode()]
     assert arrow_rows(hudi_rs_read(path), COLS) == rows([dict(zip(COLS, r)) for r in state.values()], COLS)

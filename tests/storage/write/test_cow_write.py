@@ -10,6 +10,7 @@ from crashing_writer import write_and_crash_before_commit
 from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 
 from storage.bloom import deserialize_bloom_filter
+from storage.config import HoodieConfig
 from storage.exception import HoodieWriteError
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -178,7 +179,7 @@ def test_require_unique_keys_rejects_before_writing(spark, tmp_path):
 
     def write(data, **extra):
         df = spark.createDataFrame(data, SCHEMA)
-        return write_dataframe(spark, df, str(path), {**opts, **extra}, require_unique_keys=True)
+        return write_dataframe(spark, df, str(path), HoodieConfig.of(opts, extra), require_unique_keys=True)
 
     with pytest.raises(HoodieDuplicateKeyError, match="record key '2' occurs 2 times") as info:
         write([(2, "x", 1.0, 2, "p1"), (2, "y", 1.0, 3, "p1"), (3, "z", 1.0, 2, "p1")])
@@ -202,10 +203,11 @@ def test_no_empty_commit_when_disallowed(spark, tmp_path):
     _write(spark, path, [(1, "a", 1.0, 1, "p1")], opts)
     before = HoodieTableMetaClient.load(str(path)).timeline.instants
     nothing = spark.createDataFrame([(9, None, None, None, "p1")], SCHEMA)
-    assert write_dataframe(spark, nothing, str(path), {**opts, "hoodie.datasource.write.operation": "delete",
-                                                        "hoodie.allow.empty.commit": "false"}) is None
+    delete = {"hoodie.datasource.write.operation": "delete"}
+    assert write_dataframe(spark, nothing, str(path),
+                           HoodieConfig.of(opts, delete, {"hoodie.allow.empty.commit": "false"})) is None
     assert HoodieTableMetaClient.load(str(path)).timeline.instants == before
-    write_dataframe(spark, nothing, str(path), {**opts, "hoodie.datasource.write.operation": "delete"})
+    write_dataframe(spark, nothing, str(path), HoodieConfig.of(opts, delete))
     assert len(HoodieTableMetaClient.load(str(path)).timeline.instants) == len(before) + 1  # Hudi's default
 
 

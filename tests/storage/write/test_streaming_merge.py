@@ -16,7 +16,8 @@ from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 
 from storage.bloom import deserialize_bloom_filter
 from storage.config import HoodieConfig
-from storage.io.base_file_writer import bloom_options_of, write_base_file
+from storage.bloom import BloomFilterSettings
+from storage.io.base_file_writer import write_base_file
 from storage.io.storage import HoodieStorage
 from storage.merge.merge_resolver import MergeSpec
 from storage.merge.record_merger import RecordMergeMode
@@ -76,7 +77,7 @@ def _ctx(base_path: Path, base_file: str, merge: MergeSpec, merge_max_size: int,
     return WriteTaskContext(
         base_path=str(base_path), instant_time="002", marker_dir=str(base_path / ".hoodie" / ".temp" / "002"),
         schema_ipc=serialize_schema(SCHEMA), targets={0: target}, placement={0: 0}, merge=merge,
-        bloom_options=bloom_options_of(HoodieConfig.of({})), row_group_bytes=2048, merge_max_size=merge_max_size,
+        bloom_settings=BloomFilterSettings.of(HoodieConfig.of({})), row_group_bytes=2048, merge_max_size=merge_max_size,
         populate_meta_fields=populate_meta_fields, record_key_fields=("id",))
 
 
@@ -98,7 +99,7 @@ def _merge_both(tmp_path: Path, merge: MergeSpec, populate_meta_fields: bool = T
     storage = HoodieStorage.for_path(str(tmp_path))
     base_file = str(tmp_path / "stored" / "base.parquet")
     stored = _stored(3000) if populate_meta_fields else null_meta_fields(_stored(3000))
-    write_base_file(storage, base_file, stored, bloom_options_of(HoodieConfig.of({})), row_group_bytes=4096,
+    write_base_file(storage, base_file, stored, BloomFilterSettings.of(HoodieConfig.of({})), row_group_bytes=4096,
                     populate_meta_fields=populate_meta_fields)
     assert pq.ParquetFile(base_file).num_row_groups > 20
     incoming = _incoming(_batch())
@@ -178,7 +179,7 @@ def test_streamed_merge_memory_stays_near_one_row_group(tmp_path):
     counts from the start): a few row groups, far below the file's rows in memory."""
     storage = HoodieStorage.for_path(str(tmp_path))
     base = str(tmp_path / "base.parquet")
-    write_base_file(storage, base, _stored(ROWS, payload=400), {}, row_group_bytes=512 * 1024)
+    write_base_file(storage, base, _stored(ROWS, payload=400), BloomFilterSettings(), row_group_bytes=512 * 1024)
     file = pq.ParquetFile(base)
     whole = file.read().nbytes
     group = max(file.read_row_group(i).nbytes for i in range(file.num_row_groups))
