@@ -40,6 +40,17 @@ def parse_list(value: Any) -> list[str]:
     return [v.strip() for v in str(value).split(",") if v.strip()]
 
 
+WRITABLE_TABLE_VERSIONS = (6, 8, 9)
+
+
+def parse_table_version(value: Any) -> int:
+    version = int(str(value).strip())
+    if version not in WRITABLE_TABLE_VERSIONS:
+        raise ValueError(f"table version {version} is not written here: expected one of "
+                         f"{', '.join(map(str, WRITABLE_TABLE_VERSIONS))}")
+    return version
+
+
 @dataclass(frozen=True)
 class OneOf:
     """A parser accepting one of `choices` (any case), answering it upper-cased."""
@@ -91,16 +102,18 @@ class TableConfigKeys:
     NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
     TYPE = _prop("hoodie.table.type", "COPY_ON_WRITE", str)
     VERSION = _prop("hoodie.table.version", 6, int)
-    INITIAL_VERSION = _ignored("hoodie.table.initial.version", None, int,
-                               "a table version 8+ property; tables are written here at version 6")
+    INITIAL_VERSION = _prop("hoodie.table.initial.version", None, int,
+                            doc="the version the table was created at (table version 8+ records it)")
     TIMELINE_LAYOUT_VERSION = _prop("hoodie.timeline.layout.version", 1, int)
     TIMELINE_PATH = _prop("hoodie.timeline.path", "timeline", str)
-    TIMELINE_HISTORY_PATH = _ignored("hoodie.timeline.history.path", "history", str,
-                                     "the LSM timeline history of table version 8+; archived instants are read "
-                                     "from hoodie.archivelog.folder")
+    TIMELINE_HISTORY_PATH = _prop("hoodie.timeline.history.path", "history", str,
+                                  doc="table version 8+: the LSM archived timeline's folder, under the timeline path "
+                                      "(storage/timeline/lsm_timeline.py)")
     ARCHIVELOG_FOLDER = _prop("hoodie.archivelog.folder", "archived", str)
     RECORDKEY_FIELDS = _prop("hoodie.table.recordkey.fields", None, parse_list)
     PRECOMBINE_FIELD = _prop("hoodie.table.precombine.field", None, str, "hoodie.table.ordering.fields")
+    ORDERING_FIELDS = _prop("hoodie.table.ordering.fields", None, str,
+                            doc="table version 9's name of the ordering (precombine) field")
     PARTITION_FIELDS = _prop("hoodie.table.partition.fields", None, parse_list)
     KEYGEN_CLASS = _prop("hoodie.table.keygenerator.class", None, str)
     KEYGEN_TYPE = _prop("hoodie.table.keygenerator.type", None, str)
@@ -114,6 +127,12 @@ class TableConfigKeys:
     PAYLOAD_CLASS = _prop("hoodie.compaction.payload.class", "org.apache.hudi.common.model.OverwriteWithLatestAvroPayload",
                           str, "hoodie.table.payload.class",
                           doc="the table's payload class: how records of one key merge (storage.merge.merge_resolver)")
+    LEGACY_PAYLOAD_CLASS = _prop("hoodie.legacy.payload.class", None, str,
+                                 doc="table version 9: the payload class a table upgraded from version 8 used (its "
+                                     "merge mode now says how records merge); restored by a downgrade")
+    RECORD_MERGE_STRATEGY_ID = _prop("hoodie.record.merge.strategy.id", None, str,
+                                     doc="table version 8: the merger of the merge mode (Hudi's fixed ids)")
+    TABLE_FORMAT = _prop("hoodie.table.format", "native", str, doc="table version 9: always native here")
     RECORD_MERGE_MODE = _prop("hoodie.record.merge.mode", None, OneOf(("EVENT_TIME_ORDERING", "COMMIT_TIME_ORDERING")),
                               doc="EVENT_TIME_ORDERING | COMMIT_TIME_ORDERING (Hudi's CUSTOM mergers are not "
                                   "supported); unset: inferred from the payload class (storage.merge.merge_resolver)")
@@ -121,13 +140,19 @@ class TableConfigKeys:
     BASE_FILE_FORMAT = _ignored("hoodie.table.base.file.format", "PARQUET", str, "base files are always parquet")
     LOG_FILE_FORMAT = _ignored("hoodie.table.log.file.format", "HOODIE_LOG", str, "log files are always Hudi's log format")
     METADATA_PARTITIONS = _ignored("hoodie.table.metadata.partitions", None, str,
-                                   "no metadata table is written or read; files are listed")
+                                   "no metadata table is written or read; files are listed (a write to a table "
+                                   "with one removes it: storage.table.metadata_table)")
+    METADATA_PARTITIONS_INFLIGHT = _ignored("hoodie.table.metadata.partitions.inflight", None, str,
+                                            "no metadata table partition is built here")
 
 
 class WriteConfigKeys:
     """Writer options (Spark datasource names, as Apache Hudi spells them)."""
 
     TABLE_NAME = _prop("hoodie.table.name", None, str, "hoodie.datasource.write.table.name")
+    WRITE_TABLE_VERSION = _prop("hoodie.write.table.version", 6, parse_table_version,
+                                doc="the table version a new table is created at: 6, 8 or 9 (an existing table's "
+                                    "own version decides every later write; CALL upgrade_table changes it)")
     OPERATION = _prop("hoodie.datasource.write.operation", "upsert", str,
                       doc="upsert | insert | bulk_insert | delete | insert_overwrite | insert_overwrite_table")
     TABLE_TYPE = _prop("hoodie.datasource.write.table.type", "COPY_ON_WRITE", str,
@@ -500,6 +525,10 @@ class ArchivalConfigKeys:
     MERGE_ENABLE = _prop("hoodie.archive.merge.enable", False, parse_bool)
     MERGE_SMALL_FILE_LIMIT_BYTES = _prop("hoodie.archive.merge.small.file.limit.bytes", 20 * 1024 * 1024, int)
     MERGE_FILES_BATCH_SIZE = _prop("hoodie.archive.merge.files.batch.size", 10, int)
+    TIMELINE_COMPACTION_BATCH_SIZE = _prop(
+        "hoodie.timeline.compaction.batch.size", 10, int,
+        doc="table version 8+: once a layer of the LSM archived timeline holds this many files, its oldest ones are "
+            "merged into one file of the next layer (storage/timeline/lsm_timeline_writer.py)")
 
 
 class LogFileConfigKeys:

@@ -1,10 +1,11 @@
 """A writer process that dies after its data files exist and before its commit, like a killed Spark job."""
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
+
+from quick_jvm import quick_jvm_env
 
 from storage.testing.crash_points import CRASH_EXIT_CODE, crash_env
 
@@ -17,6 +18,6 @@ def write_and_crash_before_commit(path, rows: list[tuple], schema: str, opts: di
         df = spark.createDataFrame({rows!r}, {schema!r})
         df.write.format("hudi").options(**{opts!r}).mode("append").save({str(path)!r})
     """)
-    env = {**os.environ, **crash_env("write.before_commit")}
+    env = quick_jvm_env(**crash_env("write.before_commit"))  # its JVM on JIT tier 1 only: see quick_jvm
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(cwd), capture_output=True, timeout=300)
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr.decode()[-2000:]

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlext.sql.properties import check_properties, prop_key, prop_value
 from sqlext.sql.resolver import HudiTableRef, TableName, is_hudi_table
 from sqlext.sql.result import DmlCounts, empty_result
-from sqlext.sql.table import HudiTable
+from sqlext.sql.table import HudiTable, session_hoodie_conf
 from storage.config import KEY_PREFIX, SQL_OPTION_NAMES, HoodieConfig, TableConfigKeys as TK, WriteConfigKeys as WK
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
@@ -199,7 +199,9 @@ def _schema(ctx, spec: CreateSpec, source: DataFrame | None, node) -> StructType
 def _options(ctx, spec: CreateSpec, ref: HudiTableRef, schema: StructType, node) -> tuple[dict, dict]:
     # first: a misspelt key property fails before anything else is read from the properties
     check_properties(ctx, spec.properties, node, table=ref.qualified_name)
-    options = {WK.TABLE_NAME.key: ref.name, WK.DATABASE_NAME.key: ref.db, **_DEFAULTS}
+    # `SET hoodie.*` values of the session apply to the new table (hoodie.write.table.version, say) under its own
+    # TBLPROPERTIES, as Hudi merges the session's hoodie.* configuration into a statement's options
+    options = {**_DEFAULTS, **session_hoodie_conf(ctx.spark), WK.TABLE_NAME.key: ref.name, WK.DATABASE_NAME.key: ref.db}
     extra = {}
     for key, value in spec.properties.items():
         lower = key.lower()

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.timeline.instant import HoodieInstant
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,12 @@ class ActionCompletion:
     content: bytes
     metadata: object = None
     operation: str = ""
+
+    @classmethod
+    def of_commit(cls, meta: HoodieTableMetaClient, inflight: HoodieInstant, metadata: HoodieCommitMetadata,
+                  operation: str) -> "ActionCompletion":
+        """A commit kind completing with `metadata`, in the form the table's timeline layout stores."""
+        return cls(meta, inflight, metadata.to_bytes(meta.active_timeline.layout_version), metadata, operation)
 
     @property
     def action(self) -> str:

@@ -74,6 +74,8 @@ class FileSystemView:
             i.timestamp for i in meta_client.timeline.pending().of_actions([Action.COMPACTION])
         } if include_pending_compaction else set()
         self.replaced = self._replaced_file_groups()
+        self._pending_slice_starts: dict[tuple[str, str], list[str]] | None = None
+        self._archived_completions: dict[str, str] | None = None
         listing = list_table_files(meta_client.storage, meta_client.base_path, partitions)
         self._partitions = sorted(listing.partitions)
         self._groups = self._build_groups(listing)
@@ -107,7 +109,7 @@ class FileSystemView:
             fg_id = HoodieFileGroupId(partition, bf.file_id)
             groups.setdefault(fg_id, HoodieFileGroup(fg_id)).slice_at(bf.instant_time).base_file = bf
         for partition, lf in listing.log_files:
-            base_instant = self._log_base_instant(lf, groups.get(HoodieFileGroupId(partition, lf.file_id)))
+            base_instant = self._log_base_instant(partition, lf, groups.get(HoodieFileGroupId(partition, lf.file_id)))
             if base_instant is None:
                 continue
             fg_id = HoodieFileGroupId(partition, lf.file_id)
@@ -115,22 +117,45 @@ class FileSystemView:
         self._replaced_groups = {fg_id: groups.pop(fg_id) for fg_id in list(groups) if fg_id in self.replaced}
         return groups
 
-    def _log_base_instant(self, lf: HoodieLogFile, group: HoodieFileGroup | None) -> str | None:
+    def _log_base_instant(self, partition: str, lf: HoodieLogFile, group: HoodieFileGroup | None) -> str | None:
         if not self.is_v8:
             ts = lf.instant_time
             if self.is_committed(ts) or ts in self.pending_compactions:
                 return ts
             return None
         creator = self.visible.get(lf.instant_time)
-        if creator is None:
+        if creator is not None:
+            point = self._point(creator)
+        elif self.is_committed(lf.instant_time):  # written by an archived deltacommit
+            point = self._archived_completion_time(lf.instant_time)
+        else:
             return None
-        point = self._point(creator)
-        bases = [k for k, s in (group.slices.items() if group else []) if s.base_file and self._base_point(k) <= point]
-        return max(bases) if bases else lf.instant_time
+        # Hudi's HoodieFileGroup.getBaseInstantTime: the latest slice start (a base file's instant, or a pending
+        # compaction's, where the next slice begins) at or before the log's completion time, compared with start
+        # times (request times): a log that completes after a compaction was planned belongs to the new slice
+        starts = [k for k, s in (group.slices.items() if group else []) if s.base_file]
+        starts += self._compaction_starts().get((partition, lf.file_id), [])
+        earlier = [k for k in starts if k <= point]
+        return max(earlier) if earlier else lf.instant_time
 
-    def _base_point(self, base_instant: str) -> str:
-        inst = self.visible.get(base_instant)
-        return self._point(inst) if inst else base_instant
+    def _archived_completion_time(self, instant_time: str) -> str:
+        """The completion time of an archived write (Hudi's CompletionTimeQueryView reads the archive too); the
+        archive is read once per view, only when a live log file was written by an archived instant."""
+        if self._archived_completions is None:
+            from storage.timeline.archived_timeline import HoodieArchivedTimeline
+
+            archived = HoodieArchivedTimeline(self.meta_client, end=self.timeline_start).completed()
+            self._archived_completions = {i.timestamp: i.completion_time for i in archived if i.completion_time}
+        return self._archived_completions.get(instant_time) or instant_time
+
+    def _compaction_starts(self) -> dict[tuple[str, str], list[str]]:
+        """(partition, file id) -> the pending compactions planned for it (their plans read once per view)."""
+        if self._pending_slice_starts is None:
+            from storage.table.pending_plans import pending_compaction_instants
+
+            found = pending_compaction_instants(self.meta_client) if self.pending_compactions else {}
+            self._pending_slice_starts = {k: [v] for k, v in found.items()}
+        return self._pending_slice_starts
 
     # -- queries ---------------------------------------------------------------------------------
     def partitions(self) -> list[str]:

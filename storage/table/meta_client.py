@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from storage.config import HoodieConfig
 from storage.config import TableConfigKeys as K
+from storage.exception import HoodieTableStateError
 from storage.fs_utils import META_FOLDER, TEMP_FOLDER
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
@@ -24,7 +25,7 @@ from storage.timeline.timeline import ActiveTimeline, HoodieTimeline
 log = logging.getLogger(__name__)
 
 SUPPORTED_READ_VERSIONS = (5, 6, 8, 9)
-SUPPORTED_WRITE_VERSIONS = (6,)
+SUPPORTED_WRITE_VERSIONS = (6, 8, 9)
 
 
 @dataclass
@@ -79,11 +80,17 @@ class HoodieTableMetaClient:
 
     @classmethod
     def init_table(cls, base_path: str, config: HoodieTableConfig, storage: HoodieStorage | None = None) -> "HoodieTableMetaClient":
-        """Create `.hoodie/` with its properties and auxiliary folders (table version 6, layout 1)."""
+        """Create `.hoodie/` with its properties and auxiliary folders: the archive folder in table version 6
+        (timeline layout 1), the timeline and its history folder in versions 8 and 9 (layout 2)."""
         base = normalize_base_path(base_path)
         storage = storage or HoodieStorage.for_path(base)
         meta = f"{base}/{META_FOLDER}"
-        for sub in ("", TEMP_FOLDER, ".aux", ".schema", "archived"):
+        if config.timeline_layout_version >= 2:
+            timeline = config.get(K.TIMELINE_PATH)
+            layout = (timeline, f"{timeline}/{config.get(K.TIMELINE_HISTORY_PATH)}")
+        else:
+            layout = (config.get(K.ARCHIVELOG_FOLDER),)
+        for sub in ("", TEMP_FOLDER, ".aux", ".schema", *layout):
             storage.mkdirs(f"{meta}/{sub}".rstrip("/"))
         create_table_config(storage, meta, config)
         log.info("initialised Hudi table %s at %s", config.name, base)
@@ -93,6 +100,14 @@ class HoodieTableMetaClient:
         self.table_config = load_table_config(self.storage, self.meta_path)
         self.active_timeline.reload()
         return self
+
+    def check_version_unchanged(self) -> None:
+        """Refuse to go on when hoodie.properties now names another table version than when this client loaded it
+        (an upgrade or downgrade ran in between: the timeline moved to another layout)."""
+        now = load_table_config(self.storage, self.meta_path).version
+        if now != self.table_config.version:
+            raise HoodieTableStateError(f"table {self.base_path} changed from table version {self.table_config.version} "
+                                        f"to {now} while this action ran (upgrade_table / downgrade_table); retry it")
 
     def update_table_config(self, updates: dict[str, str], removals: tuple[str, ...] = ()) -> None:
         new = self.table_config.with_updates(updates, removals)

@@ -30,6 +30,16 @@ def pending_compaction_operations(meta_client: HoodieTableMetaClient) -> dict[tu
     return out
 
 
+def pending_compaction_instants(meta_client: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
+    """(partition, file id) -> instant of the pending compaction whose plan holds the file group: where the file
+    group's next file slice starts."""
+    out = {}
+    for inst in meta_client.timeline.pending().of_actions([Action.COMPACTION]):
+        for op in read_compaction_plan(meta_client, inst.timestamp).get("operations") or []:
+            out[(op.get("partitionPath") or "", op["fileId"])] = inst.timestamp
+    return out
+
+
 def requested_replace_metadata(meta: HoodieTableMetaClient, instant: HoodieInstant) -> dict[str, Any]:
     data = meta.active_timeline.read_bytes(meta.active_timeline.requested_of(instant))
     return read_avro_container(data) if data else {}

@@ -22,6 +22,13 @@ crash after writing re-archives the same instants next time (readers de-duplicat
 Small archive files are merged (`hoodie.archive.merge.enable`) with Hudi's plan: a `mergeArchivePlan` file
 (Avro HoodieMergeArchiveFilePlan) names the candidates and the merged file, the merged file is written, the
 candidates are deleted, the plan is deleted. An interrupted merge is settled at the start of the next archival.
+
+Table versions 8 and 9 (timeline layout 2; Hudi's TimelineArchiverV2) archive the same instants into the LSM
+timeline under `.hoodie/timeline/history/` instead (storage.timeline.lsm_timeline): one row per archived action
+(`lsm_timeline_instant`), all of one archival in one layer-0 file published by a new manifest; then the active
+files are deleted in the same order; then full layers are merged and unreferenced files cleaned
+(storage.timeline.lsm_timeline_writer). As in Hudi, any number of instants is archived at once (no minimum batch),
+and the archive-file merge options do not apply.
 """
 from __future__ import annotations
 
@@ -29,7 +36,7 @@ import logging
 from typing import Any
 
 from storage.avro.container import read_avro_container, write_avro_container
-from storage.avro.models import HOODIE_ARCHIVED_META_ENTRY, model_schema
+from storage.avro.models import HOODIE_ARCHIVED_META_ENTRY
 from storage.avro.schema_converter import avro_schema_to_json
 from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
@@ -52,7 +59,9 @@ from storage.timeline.archived_timeline import (
     read_archive_records,
 )
 from storage.timeline.commit_metadata import HoodieCommitMetadata
-from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.instant import Action, HoodieInstant, State
+from storage.timeline.lsm_timeline import LSMTimeline, LSMTimelineInstant
+from storage.timeline.lsm_timeline_writer import LSMTimelineWriter
 from storage.timeline.timeline import COMMITS_TIMELINE_ACTIONS
 from storage.write.markers import delete_marker_dir
 
@@ -219,28 +228,11 @@ def archived_entry(meta: HoodieTableMetaClient, instant: HoodieInstant) -> dict[
 
 
 def avro_commit_metadata(md: HoodieCommitMetadata, replace: bool = False) -> dict[str, Any]:
-    """The Avro HoodieCommitMetadata / HoodieReplaceCommitMetadata record of JSON commit metadata (field by field,
-    as Hudi's Jackson conversion does)."""
-    stat_fields = [f["name"] for f in model_schema("HoodieWriteStat")["fields"]]
-    stats = {}
-    for partition, lst in md.partitionToWriteStats.items():
-        stats[partition] = [_avro_stat(s.to_json_dict(), stat_fields) for s in lst]
-    extra = {**md.extraMetadata, ROLLING_STAT_METADATA_KEY: ""}
-    record: dict[str, Any] = {"partitionToWriteStats": stats, "extraMetadata": extra, "version": 1,
-                              "operationType": "COMPACT" if md.compacted else md.operationType}
-    if replace:
-        record["partitionToReplaceFileIds"] = md.partitionToReplaceFileIds or {}
-    else:
-        record["compacted"] = md.compacted
+    """The Avro commit metadata record of an archived entry (HoodieCommitMetadata.to_avro_record), with the rolling
+    stats key emptied as Hudi's archiver does."""
+    record = md.to_avro_record(replace)
+    record["extraMetadata"] = {**record["extraMetadata"], ROLLING_STAT_METADATA_KEY: ""}
     return record
-
-
-def _avro_stat(stat: dict[str, Any], fields: list[str]) -> dict[str, Any]:
-    out = {f: stat.get(f) for f in fields}
-    rt = stat.get("runtimeStats")
-    if isinstance(rt, dict):
-        out["runtimeStats"] = {k: rt.get(k) for k in ("totalScanTime", "totalCreateTime", "totalUpsertTime")}
-    return out
 
 
 # ----------------------------------------------------------------------------------------------- writing
@@ -289,6 +281,8 @@ def archive(table: HoodieTableMetaClient | str, config: HoodieConfig = HoodieCon
     # instants are half moved to the archive
     with TransactionManager.for_table(meta, config).transaction("archive"):
         meta.reload()
+        if meta.active_timeline.layout_version >= 2:
+            return _archive_to_lsm_timeline(meta, config)
         _settle_interrupted_merge(meta)
         instants = instants_to_archive(meta, config)
         completed = [i for i in instants if i.is_completed]
@@ -297,15 +291,75 @@ def archive(table: HoodieTableMetaClient | str, config: HoodieConfig = HoodieCon
             return []
         path = _write_archive_block(meta, [archived_entry(meta, i) for i in instants])
         crash_point("archive.after_write")
-        for instant in completed:
-            delete_marker_dir(meta.storage, meta.marker_dir(instant.timestamp))
-        _delete_archived_instants(meta, instants)
-        meta.reload()
-    log.info("archived %d instants of %s (%s .. %s) into %s", len(completed), meta.base_path,
-             completed[0].timestamp, completed[-1].timestamp, path.rsplit("/", 1)[-1])
+        _remove_archived(meta, instants, completed, path.rsplit("/", 1)[-1])
     if config.get(AK.MERGE_ENABLE):
         merge_small_archive_files(meta, config)
     return completed
+
+
+def _remove_archived(meta: HoodieTableMetaClient, instants: list[HoodieInstant], completed: list[HoodieInstant],
+                     archive_file: str) -> None:
+    """Once the archive holds them: the archived instants' markers and instant files leave the active timeline."""
+    for instant in completed:
+        delete_marker_dir(meta.storage, meta.marker_dir(instant.timestamp))
+    _delete_archived_instants(meta, instants)
+    meta.reload()
+    log.info("archived %d instants of %s (%s .. %s) into %s", len(completed), meta.base_path,
+             completed[0].timestamp, completed[-1].timestamp, archive_file)
+
+
+# ----------------------------------------------------------------------------------------------- layout 2
+
+
+def _archive_to_lsm_timeline(meta: HoodieTableMetaClient, config: HoodieConfig) -> list[HoodieInstant]:
+    """TimelineArchiverV2.archiveIfRequired, under the caller's table lock."""
+    instants = instants_to_archive(meta, config)
+    completed = [i for i in instants if i.is_completed]
+    if not completed:
+        log.debug("no instants to archive in %s", meta.base_path)
+        return []
+    writer = LSMTimelineWriter(LSMTimeline.for_table(meta), config.get(AK.TIMELINE_COMPACTION_BATCH_SIZE))
+    name = writer.write([lsm_timeline_instant(meta, action) for action in archived_actions(instants)])
+    crash_point("archive.after_write")
+    _remove_archived(meta, instants, completed, name)
+    writer.compact_and_clean()
+    return completed
+
+
+def archived_actions(instants: list[HoodieInstant]) -> list[list[HoodieInstant]]:
+    """The instant files of `instants_to_archive` grouped per action (Hudi's ActiveAction: requested, inflight and
+    completed file of one instant time; a table service's pending action with the action it completes as)."""
+    groups: dict[tuple[str, str], list[HoodieInstant]] = {}
+    for instant in instants:
+        groups.setdefault((instant.timestamp, Action.COMPLETES_AS.get(instant.action, instant.action)), []).append(instant)
+    return [sorted(g, key=HoodieInstant.sort_key) for _, g in sorted(groups.items())
+            if any(i.is_completed for i in g)]
+
+
+def lsm_timeline_instant(meta: HoodieTableMetaClient, action: list[HoodieInstant]) -> LSMTimelineInstant:
+    """Hudi's MetadataConversionUtils.createLSMTimelineInstant for one action's files: the completed file's bytes
+    as metadata (none when empty) and, as plan, the requested-state content: the cleaner plan, the compaction or
+    log-compaction plan, for replacecommit / clustering the requested metadata, replaced by the inflight commit
+    metadata when that file is not empty."""
+    timeline = meta.active_timeline
+    done = next(i for i in action if i.is_completed)
+    by_state = {i.state: i for i in action}
+    pending = by_state.get(State.REQUESTED) or by_state.get(State.INFLIGHT)
+    pending_action = pending.action if pending is not None else done.action
+
+    def content(state: State) -> bytes | None:
+        instant = by_state.get(state)
+        data = timeline.read_bytes(instant) if instant is not None else b""
+        return data or None
+
+    plan = None
+    if pending_action == Action.CLEAN:
+        plan = content(State.REQUESTED) or content(State.INFLIGHT)
+    elif pending_action in (Action.REPLACE_COMMIT, Action.CLUSTERING):
+        plan = content(State.INFLIGHT) or content(State.REQUESTED)
+    elif pending_action in (Action.COMPACTION, Action.LOG_COMPACTION):
+        plan = content(State.REQUESTED)
+    return LSMTimelineInstant(done.timestamp, done.completion_time, done.action, content(State.COMPLETED), plan)
 
 
 # ----------------------------------------------------------------------------------------------- merging

@@ -149,7 +149,7 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
         stats = _run_tasks(spark, slices, ctx)
         crash_point("compaction.before_commit")
         metadata = service_commit_metadata(meta, COMPACT_OPERATION, stats, ctx.schema, ctx.marker_dir, compacted=True)
-        complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, COMPACT_OPERATION))
+        complete_action(ActionCompletion.of_commit(meta, inflight, metadata, COMPACT_OPERATION))
     finally:
         heartbeat.stop()
     finish_execution(meta, "compaction", ctx.marker_dir)

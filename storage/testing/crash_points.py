@@ -46,6 +46,19 @@ CRASH_POINTS: dict[str, str] = {
     "savepoint.after_inflight": "<t>.savepoint.inflight exists, the completed savepoint does not",
     "restore.after_plan": "a restore's plan is saved as <t>.restore.requested, nothing rolled back",
     "restore.between_rollbacks": "a restore rolled back its newest instant, the older ones not yet",
+    # table version upgrade (6 -> 8/9) and downgrade (8/9 -> 6): storage/table_service/upgrade_downgrade.py; the
+    # table's hoodie.properties is the commit point (before it the old layout is whole, after it the new one)
+    "upgrade.after_active_timeline": "the active instants are copied into .hoodie/timeline/, hoodie.properties still "
+                                     "says version 6",
+    "upgrade.after_archived_timeline": "the v6 archive is copied into the LSM history, hoodie.properties still says 6",
+    "upgrade.after_properties": "hoodie.properties says the new version, the old instant files in .hoodie/ remain",
+    "downgrade.after_log_renames": "log files are renamed by their slice's base instant (v6 naming), the table is "
+                                   "still at version 8/9",
+    "downgrade.after_active_timeline": "the active instants are copied into .hoodie/ in layout 1, hoodie.properties "
+                                       "still says 8/9",
+    "downgrade.after_archived_timeline": "the LSM history is copied into .hoodie/archived/, hoodie.properties still "
+                                         "says 8/9",
+    "downgrade.after_properties": "hoodie.properties says version 6, .hoodie/timeline/ remains",
 }
 
 

@@ -121,6 +121,38 @@ class HoodieCommitMetadata:
     def to_json_bytes(self) -> bytes:
         return jackson_pretty(self.to_json_dict()).encode("utf-8")
 
+    @property
+    def is_replace(self) -> bool:
+        return self.partitionToReplaceFileIds is not None
+
+    def to_avro_record(self, replace: bool | None = None) -> dict[str, Any]:
+        """The Avro HoodieCommitMetadata (or, with `replace`, HoodieReplaceCommitMetadata) record, field by field
+        as Hudi converts its Jackson form (`replace` None: a replace record when file groups are replaced)."""
+        from storage.avro.models import model_schema
+
+        replace = self.is_replace if replace is None else replace
+        stat_fields = [f["name"] for f in model_schema("HoodieWriteStat")["fields"]]
+        stats = {p: [_avro_stat(s.to_json_dict(), stat_fields) for s in lst]
+                 for p, lst in self.partitionToWriteStats.items()}
+        record: dict[str, Any] = {"partitionToWriteStats": stats, "extraMetadata": dict(self.extraMetadata),
+                                  "version": 1, "operationType": "COMPACT" if self.compacted else self.operationType}
+        if replace:
+            record["partitionToReplaceFileIds"] = self.partitionToReplaceFileIds or {}
+        else:
+            record["compacted"] = self.compacted
+        return record
+
+    def to_bytes(self, layout_version: int) -> bytes:
+        """The instant file content: Jackson JSON in timeline layout 1 (table version 6), an Avro object container
+        in layout 2 (versions 8 and 9, where every non-empty instant file is Avro)."""
+        if layout_version < 2:
+            return self.to_json_bytes()
+        from storage.avro.container import write_avro_container
+        from storage.avro.models import HOODIE_COMMIT_METADATA, HOODIE_REPLACE_COMMIT_METADATA
+
+        schema = HOODIE_REPLACE_COMMIT_METADATA if self.is_replace else HOODIE_COMMIT_METADATA
+        return write_avro_container(schema, self.to_avro_record())
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HoodieCommitMetadata":
         stats = {
@@ -145,6 +177,14 @@ class HoodieCommitMetadata:
 
             return cls.from_dict(read_avro_container(data))
         return cls.from_dict(json.loads(data.decode("utf-8")))
+
+
+def _avro_stat(stat: dict[str, Any], fields: list[str]) -> dict[str, Any]:
+    out = {f: stat.get(f) for f in fields}
+    rt = stat.get("runtimeStats")
+    if isinstance(rt, dict):
+        out["runtimeStats"] = {k: rt.get(k) for k in ("totalScanTime", "totalCreateTime", "totalUpsertTime")}
+    return out
 
 
 def jackson_pretty(value: Any, indent: int = 0) -> str:

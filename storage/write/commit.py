@@ -38,13 +38,13 @@ def requested_content(op: WriteOperationType) -> bytes:
         "operationType": op.metadata_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1})
 
 
-def inflight_content(op: WriteOperationType, plan: BucketPlan) -> bytes:
+def inflight_content(op: WriteOperationType, plan: BucketPlan, layout_version: int) -> bytes:
     """The workload profile, as Hudi records it in the inflight file (stats without paths)."""
     md = HoodieCommitMetadata(operationType=op.metadata_name)
     for b in plan.buckets:
         md.add_write_stat(HoodieWriteStat(fileId=b.file_id, path=None, prevCommit=None, partitionPath=b.partition_path,
                                           numInserts=b.expected_inserts, numUpdateWrites=b.expected_updates))
-    return md.to_json_bytes()
+    return md.to_bytes(layout_version)
 
 
 def commit_metadata(op: WriteOperationType, stats: list[HoodieWriteStat], schema: pa.Schema,

@@ -179,7 +179,7 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
         blocks.append(DeleteBlock.from_columns(deletes.column(RECORD_KEY), target.partition_path, ordering,
                                                ctx.instant_time, ctx.avro_schema_json))
     created = write_new_log_file(storage, ctx.base_path, ctx.marker_dir, target.partition_path, target.file_id,
-                                 target.log, token, blocks, ctx.data_block_max_size)
+                                 target.log, token, blocks, ctx.data_block_max_size, ctx.instant_time)
     log_name, size, results = created.name, created.size, created.results
     storage.fsync(join_path(ctx.base_path, target.partition_path))
     fail_task_once("write.task_after_file")
@@ -189,7 +189,7 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     return HoodieWriteStat(
         fileId=target.file_id,
         path=rel,
-        prevCommit=target.log.base_instant,
+        prevCommit=target.log.named_by(ctx.instant_time),
         numWrites=rows.num_rows,
         numDeletes=deletes.num_rows,
         numUpdateWrites=rows.num_rows,
@@ -208,14 +208,16 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
 
 
 def write_new_log_file(storage, base_path: str, marker_dir: str, partition_path: str, file_id: str,
-                       target: LogTarget, write_token: str, blocks: list, data_block_max_size: int):
+                       target: LogTarget, write_token: str, blocks: list, data_block_max_size: int,
+                       instant_time: str):
     """A write's blocks in a log file of its own (`create_new_log_file`), named by an APPEND marker of the write.
     The marker comes first, so a crash leaves no unnamed file; a marker for a name another write took first is
     removed again, so undoing this write (which deletes the files its markers name) never touches that log."""
     from storage.file_group.log_format import create_new_log_file
 
     return create_new_log_file(
-        storage, join_path(base_path, partition_path), file_id, target.base_instant, target.version, write_token,
+        storage, join_path(base_path, partition_path), file_id, target.named_by(instant_time), target.version,
+        write_token,
         blocks, data_block_max_size=data_block_max_size,
         before_create=lambda name: create_marker(storage, marker_dir, partition_path, name, IOType.APPEND),
         on_taken=lambda name: delete_marker(storage, marker_dir, partition_path, name, IOType.APPEND))

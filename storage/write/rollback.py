@@ -22,6 +22,7 @@ from storage.testing.crash_points import crash_point
 from storage.write.heartbeat import HeartbeatSettings, heartbeat_path, is_writer_alive
 from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
 from storage.table.action_completion import ActionCompletion, complete_action
+from storage.table.table_version import HoodieTableVersion
 
 log = logging.getLogger(__name__)
 
@@ -68,10 +69,12 @@ def pending_rollbacks(meta_client: HoodieTableMetaClient) -> list[tuple[HoodieIn
 def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> list[RollbackRequest]:
     """One request per file group touched by the failed instant, listing the files its markers name."""
     by_group: dict[tuple[str, str], RollbackRequest] = {}
+    # table version 8+: the failed write's log files are its own and are deleted like its base files
+    own_logs = HoodieTableVersion.of(meta_client).log_file_per_write
     for marker in list_markers(meta_client.storage, meta_client.marker_dir(instant.timestamp)):
         file_id = file_id_of(marker.file_name) or ""
         path = join_path(meta_client.base_path, marker.partition_path, marker.file_name)
-        if marker.io_type == IOType.APPEND:
+        if marker.io_type == IOType.APPEND and not own_logs:
             # log appends are undone by a rollback command block (merge-on-read, spec §6.4)
             parsed = parse_log_file_name(marker.file_name)
             req = by_group.setdefault((marker.partition_path, file_id), RollbackRequest(

@@ -43,8 +43,9 @@ def commit_schema_change(meta: HoodieTableMetaClient, schema: pa.Schema) -> str:
     md.extraMetadata["schema"] = json.dumps(arrow_to_avro_schema(schema, meta.table_config.name),
                                             separators=(",", ":"))
     requested = timeline.create_requested(action, instant_time)
-    inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=ALTER_SCHEMA).to_json_bytes())
-    complete_action(ActionCompletion(meta, inflight, md.to_json_bytes(), md, ALTER_SCHEMA))
+    inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=ALTER_SCHEMA).to_bytes(
+        timeline.layout_version))
+    complete_action(ActionCompletion.of_commit(meta, inflight, md, ALTER_SCHEMA))
     meta.reload()
     _fire_callbacks(meta, instant_time, action, ALTER_SCHEMA)
     log.info("schema of %s changed at %s", meta.base_path, instant_time)
@@ -75,8 +76,9 @@ def commit_delete_partitions(meta: HoodieTableMetaClient, partitions: list[str] 
     schema = _latest_schema(meta)
     if schema:
         md.extraMetadata["schema"] = schema
-    inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=DELETE_PARTITION).to_json_bytes())
-    complete_action(ActionCompletion(meta, inflight, md.to_json_bytes(), md, DELETE_PARTITION))
+    inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=DELETE_PARTITION).to_bytes(
+        timeline.layout_version))
+    complete_action(ActionCompletion.of_commit(meta, inflight, md, DELETE_PARTITION))
     meta.reload()
     _fire_callbacks(meta, instant_time, Action.REPLACE_COMMIT, DELETE_PARTITION)
     log.info("replaced %d file groups of %s at %s", sum(map(len, replaced.values())), meta.base_path, instant_time)

@@ -18,7 +18,10 @@ from storage.exception import HoodieKeyError, HoodieWriteError
 from storage.index.bucket_index import bucket_table_properties
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.merge.merge_resolver import resolve_merge_spec
+from storage.merge.record_merger import RecordMergeMode
 from storage.table.table_config import KEYGEN_CLASS_BY_TYPE, PROPERTIES_FILE, HoodieTableConfig
+from storage.table.table_version import HoodieTableVersion
 from storage.write.schema import reconcile
 
 COPY_ON_WRITE, MERGE_ON_READ = "COPY_ON_WRITE", "MERGE_ON_READ"
@@ -103,35 +106,56 @@ def _check_consistent(config: HoodieConfig, what: str, prop, table_value: list[s
 
 
 def table_config_for(settings: TableSettings, config: HoodieConfig, schema: pa.Schema) -> HoodieTableConfig:
-    """The hoodie.properties (table version 6, timeline layout 1) of a new table with `schema` (data columns)."""
+    """The hoodie.properties of a new table with `schema` (data columns), at the table version
+    `hoodie.write.table.version` names (`HoodieTableVersion` says what each version records)."""
     from storage.avro.schema_converter import arrow_to_create_schema
 
+    version = HoodieTableVersion(config.get(WK.WRITE_TABLE_VERSION))
     props = {
         TK.NAME.key: settings.name,
         TK.TYPE.key: settings.table_type,
-        TK.VERSION.key: "6",
-        TK.TIMELINE_LAYOUT_VERSION.key: "1",
-        TK.ARCHIVELOG_FOLDER.key: "archived",
+        **version.layout_properties(),
         TK.RECORDKEY_FIELDS.key: ",".join(settings.record_keys),
-        TK.KEYGEN_CLASS.key: KEYGEN_CLASS_BY_TYPE[settings.keygen.keygen_type],
         TK.HIVE_STYLE_PARTITIONING.key: str(settings.keygen.hive_style).lower(),
         TK.URL_ENCODE_PARTITIONING.key: str(settings.keygen.url_encode).lower(),
         TK.DROP_PARTITION_COLUMNS.key: "false",
         TK.DATABASE_NAME.key: settings.database,
         TK.CREATE_SCHEMA.key: json.dumps(arrow_to_create_schema(schema, settings.name), separators=(",", ":")),
-        TK.PAYLOAD_CLASS.key: config.get(WK.PAYLOAD_CLASS) or TK.PAYLOAD_CLASS.default,
     }
-    if config.get(TK.RECORD_MERGE_MODE):  # kept, so every later write, read and compaction merges the same way
+    keygen = settings.keygen.keygen_type
+    # version 8+ records the key generator's type; a class only where no type names it (Hudi's rule)
+    if version >= HoodieTableVersion.EIGHT:
+        props[TK.KEYGEN_TYPE.key] = keygen
+    else:
+        props[TK.KEYGEN_CLASS.key] = KEYGEN_CLASS_BY_TYPE[keygen]
+    props.update(version.merge_properties(settings.precombine, *_merge_of_new_table(config, settings, version)))
+    if version == HoodieTableVersion.SIX and config.get(TK.RECORD_MERGE_MODE):
+        # kept, so every later write, read and compaction merges the same way
         props[TK.RECORD_MERGE_MODE.key] = config.get(TK.RECORD_MERGE_MODE)
     if settings.partition_fields:
         props[TK.PARTITION_FIELDS.key] = ",".join(settings.partition_fields)
-    if settings.precombine:
-        props[TK.PRECOMBINE_FIELD.key] = settings.precombine
     if not settings.populate_meta_fields:
         props[TK.POPULATE_META_FIELDS.key] = "false"
     props.update(bucket_table_properties(config, settings.record_keys))  # a bucket table keeps its layout
     props.update(config.subset(TSK.PREFIX).props)
     return HoodieTableConfig(props)
+
+
+# Hudi 1.x's defaults for a new table: event time with an ordering field, commit time without
+_EVENT_TIME_PAYLOAD = "org.apache.hudi.common.model.DefaultHoodieRecordPayload"
+
+
+def _merge_of_new_table(config: HoodieConfig, settings: TableSettings,
+                        version: HoodieTableVersion) -> tuple[str, RecordMergeMode]:
+    """(payload class, merge mode) a new table records: what the options name, else the version's default (0.x:
+    OverwriteWithLatestAvroPayload; 1.x: DefaultHoodieRecordPayload, event time when there is an ordering field)."""
+    given = config.get(WK.PAYLOAD_CLASS)
+    if version == HoodieTableVersion.SIX:
+        payload = given or TK.PAYLOAD_CLASS.default
+    else:
+        payload = given or (_EVENT_TIME_PAYLOAD if settings.precombine else TK.PAYLOAD_CLASS.default)
+    probe = HoodieTableConfig({TK.PAYLOAD_CLASS.key: payload})
+    return payload, resolve_merge_spec(probe, settings.precombine, config).mode
 
 
 def new_table_config(config: HoodieConfig, data_schema: pa.Schema) -> HoodieTableConfig:

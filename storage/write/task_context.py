@@ -21,11 +21,12 @@ from storage.meta_fields import with_meta_columns
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.timeline.instant import Action
+from storage.table.pending_plans import pending_compaction_instants
 from storage.write.partitioner import BucketPlan, BucketType
 from storage.engine.spark_partitioning import pack_tasks, placement_keys_for
 from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
 from storage.merge.record_merger import RecordMergeMode
+from storage.table.table_version import HoodieTableVersion
 from storage.write.table_settings import TableSettings
 
 BUCKET_COLUMN = "_hoodie_bucket"
@@ -35,10 +36,16 @@ OP_WRITE, OP_DELETE = 0, 1
 
 @dataclass(frozen=True)
 class LogTarget:
-    """Merge-on-read append target: the file slice (base instant) and the log version to create."""
+    """Merge-on-read append target: the instant the log file is named by and the log version to create (table
+    version 6: the file slice's base instant, the slice's next version; 8+: None - the writing instant, known
+    only when the write starts - and version 1)."""
 
-    base_instant: str
+    base_instant: str | None
     version: int
+
+    def named_by(self, instant_time: str) -> str:
+        """The instant in the log file's name, for a write at `instant_time`."""
+        return self.base_instant or instant_time
 
 
 @dataclass(frozen=True)
@@ -142,14 +149,17 @@ def bucket_targets(meta: HoodieTableMetaClient, plan: BucketPlan, fs_view: FileS
                    is_mor: bool) -> dict[int, BucketTarget]:
     """Per bucket: the file group it writes, its latest base file and (merge-on-read updates) the log to create."""
     latest = {(s.partition_path, s.file_id): s for s in fs_view.latest_file_slices()}
-    pending = _pending_compaction_instants(meta) if is_mor else {}
+    own_logs = HoodieTableVersion.of(meta).log_file_per_write
+    pending = pending_compaction_instants(meta) if is_mor and not own_logs else {}
     targets = {}
     for b in plan.buckets:
         slice_ = latest.get((b.partition_path, b.file_id)) if b.bucket_type is BucketType.UPDATE else None
         base = slice_.base_file if slice_ else None
         log = None
         if is_mor and slice_ is not None:
-            log = _log_target(slice_, pending.get((b.partition_path, b.file_id)))
+            # table version 8+: the log is the write's own; the file slice it joins follows from its completion time
+            log = LogTarget(None, 1) if own_logs else _log_target(slice_, pending.get((b.partition_path,
+                                                                                                 b.file_id)))
         targets[b.bucket_id] = BucketTarget(b.bucket_type, b.partition_path, b.file_id,
                                             base.path if base else None, base.instant_time if base else "null", log)
     return targets
@@ -164,17 +174,6 @@ def bucket_costs(plan: BucketPlan, fs_view: FileSystemView, is_mor: bool, avg_re
         rewritten = sizes.get((b.partition_path, b.file_id), 0) if rewrites else 0
         costs.append(float(rewritten + (b.expected_updates + b.expected_inserts) * avg_record_size))
     return costs
-
-
-def _pending_compaction_instants(meta: HoodieTableMetaClient) -> dict[tuple[str, str], str]:
-    """(partition, file id) -> instant of the pending compaction whose plan holds the file group."""
-    from storage.table.pending_plans import read_compaction_plan as read_plan
-
-    out = {}
-    for inst in meta.timeline.pending().of_actions([Action.COMPACTION]):
-        for op in read_plan(meta, inst.timestamp).get("operations") or []:
-            out[(op.get("partitionPath") or "", op["fileId"])] = inst.timestamp
-    return out
 
 
 def _log_target(slice_: FileSlice, pending_compaction: str | None) -> LogTarget:

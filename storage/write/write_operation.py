@@ -36,6 +36,7 @@ from storage.keygen import KeyGenerator, arrow_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
+from storage.table.metadata_table import drop_metadata_table
 from storage.write.update_strategy import check_updates as check_clustering_updates
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
@@ -251,6 +252,8 @@ class WriteOperation:
             meta = HoodieTableMetaClient.init_table(self.base_path,
                                                     table_config_for(settings, self.config, prepared.schema),
                                                     self.storage)
+        else:  # the batch passed its checks: the write goes ahead
+            drop_metadata_table(meta, f"{op.value} write")
         txn = TransactionManager.for_table(meta, self.config)
         self._rollback_failed_writes(meta, txn)
         snapshot = TimelineSnapshot.of(meta.timeline)
@@ -350,6 +353,7 @@ class WriteOperation:
         instant. The heartbeat comes first: no one may take a pending instant without one for a dead write."""
         meta = located.meta
         with located.txn.transaction("start commit"):
+            meta.check_version_unchanged()  # an upgrade in between moved the timeline: never write the old layout
             timeline = meta.active_timeline.reload()
             instant_time = timeline.new_instant_time()
             heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, HeartbeatSettings.of(self.config)).start()
@@ -370,7 +374,8 @@ class WriteOperation:
         try:
             # tasks that name their own files have no plan to record (Hudi's row writer leaves the inflight empty)
             workload = BucketPlan([]) if located.rolling else located.plan
-            inflight = timeline.transition_to_inflight(requested, inflight_content(op, workload))
+            inflight = timeline.transition_to_inflight(requested,
+                                                      inflight_content(op, workload, timeline.layout_version))
             crash_point("write.after_inflight")
             if located.rolling:
                 stats = _run_rolling_writes(prepared.records, ctx, located.rolling.tasks)  # nothing to locate
@@ -390,7 +395,7 @@ class WriteOperation:
                 _check_still_inflight(meta, instant_time)
                 resolve_conflicts(meta, this, located.snapshot)
 
-            complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, op.metadata_name),
+            complete_action(ActionCompletion.of_commit(meta, inflight, metadata, op.metadata_name),
                             located.txn.transaction("commit"), check)
         except BaseException:
             if not _is_published(meta, instant_time):

@@ -27,18 +27,19 @@ SPARK_CONF = ["--master", "local[1]", "--conf", "spark.ui.enabled=false", "--con
 HANG_GUARD_S = 900  # a guard against hangs only: several CLI runs overlap, each starting a JVM (slow on a busy machine)
 
 
-def sqlext(*args, stdin: str | None = None, timeout: int = HANG_GUARD_S):
-    return started(*args, stdin=stdin).result(timeout)
+def sqlext(*args, stdin: str | None = None, timeout: int = HANG_GUARD_S, env: dict[str, str] | None = None):
+    return started(*args, stdin=stdin, env=env).result(timeout)
 
 
 class Run:
     """A CLI subprocess started now, awaited later (the Spark runs overlap: each spends most of its time
     starting a JVM)."""
 
-    def __init__(self, args, stdin: str | None):
+    def __init__(self, args, stdin: str | None, env: dict[str, str] | None = None):
+        # by default its JVMs on JIT tier 1 only (see quick_jvm): these runs are a start-up and a few statements
         self.proc = subprocess.Popen([PYTHON, "-m", "sqlext.cli", *args], stdin=subprocess.PIPE,
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
-                                     env=quick_jvm_env())  # JVMs on JIT tier 1 only: see quick_jvm
+                                     env=quick_jvm_env() if env is None else env)
         self._done = None
         self.proc.stdin.write(stdin or "")  # small: fits the pipe buffer, so the statements run right away
         self.proc.stdin.close()
@@ -51,8 +52,8 @@ class Run:
         return self._done
 
 
-def started(*args, stdin: str | None = None) -> Run:
-    return Run(args, stdin)
+def started(*args, stdin: str | None = None, env: dict[str, str] | None = None) -> Run:
+    return Run(args, stdin, env)
 
 
 SCRIPT = """-- a Hudi table from a SQL file

@@ -41,6 +41,7 @@ from storage.transaction.transaction_manager import TransactionManager
 from storage.write.commit_callback import CommitEvent, fire_commit_callbacks
 from storage.write.markers import delete_marker_dir, list_markers
 from storage.table.action_completion import ActionCompletion, complete_action
+from storage.table.table_version import HoodieTableVersion
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,8 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
     tally = RequestTally(spark)
     ctx = with_requests(ClusteringTaskContext.of(meta, instant_time, schema, sort_columns, layout, layered,
                                                  layered.get(CK.PRESERVE_COMMIT_METADATA), config), tally.accumulator)
-    inflight, heartbeat = start_execution(meta, instant_time, Action.REPLACE_COMMIT, "clustering", layered,
+    action = HoodieTableVersion.of(meta).clustering_action
+    inflight, heartbeat = start_execution(meta, instant_time, action, "clustering", layered,
                                           HoodieClusteringError)
     crash_point("clustering.after_inflight")
     try:
@@ -153,7 +155,7 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
         metadata = service_commit_metadata(meta, CLUSTER_OPERATION, stats, schema, ctx.marker_dir,
                                            partitionToReplaceFileIds=replaced)
         # the check sees the timeline complete_action has just listed again under the lock
-        complete_action(ActionCompletion(meta, inflight, metadata.to_json_bytes(), metadata, CLUSTER_OPERATION),
+        complete_action(ActionCompletion.of_commit(meta, inflight, metadata, CLUSTER_OPERATION),
                         TransactionManager.for_table(meta, layered).transaction(f"commit clustering {instant_time}"),
                         lambda: _check_conflicts(meta, instant_time, plan, snapshot))
     finally:

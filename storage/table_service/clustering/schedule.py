@@ -30,6 +30,7 @@ from storage.timeline.instant import Action
 from storage.transaction.transaction_manager import NEVER, TransactionManager, failed_writes_policy
 from storage.write.heartbeat import HeartbeatSettings
 from storage.write.rollback import rollback_failed_writes
+from storage.table.table_version import HoodieTableVersion
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +92,8 @@ def _schedule_locked(meta: HoodieTableMetaClient, cfg: ClusteringPlanConfig) -> 
         log.info("nothing to cluster in %s (%d partitions considered)", meta.base_path, len(partitions))
         return None
     instant_time = meta.active_timeline.new_instant_time()
-    meta.active_timeline.create_requested(Action.REPLACE_COMMIT, instant_time, encode_plan(plan_record(groups, cfg)))
+    meta.active_timeline.create_requested(HoodieTableVersion.of(meta).clustering_action, instant_time,
+                                          encode_plan(plan_record(groups, cfg)))
     log.info("scheduled clustering %s of %s: %d groups, %d file slices", instant_time, meta.base_path, len(groups),
              sum(len(g.slices) for g in groups))
     return instant_time

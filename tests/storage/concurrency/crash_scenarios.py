@@ -142,6 +142,14 @@ _CLUSTER_RERUN = ("from storage.table_service.clustering import run_clustering, 
                   "run_clustering(spark, path)\n"
                   "assert [r['state'] for r in show_clustering(path)] == ['COMPLETED'], show_clustering(path)")
 
+# table version upgrade 6 -> 9 and downgrade 9 -> 6 of a merge-on-read table with logs (rows never change); the
+# downgrade child upgrades first with its crash point unset
+_UD = "from storage.table_service.upgrade_downgrade import upgrade_table, downgrade_table\n"
+_UPGRADE = _UD + "upgrade_table(path, 9)"
+_DOWNGRADE = _UD + "downgrade_table(path, 6)"
+_UP_THEN_DOWN = ("import os\n" + _UD + "points = os.environ.pop('HOODIE_TEST_CRASH_POINT')\nupgrade_table(path, 9)\n"
+                 "os.environ['HOODIE_TEST_CRASH_POINT'] = points\ndowngrade_table(path, 6)")
+
 # phase -> point -> scenarios (points not listed use the phase's "*" entry)
 SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
     "write": {
@@ -163,6 +171,10 @@ SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
                        failed_write_first=True)],
     },
     **{phase: {"*": [scenario]} for phase, scenario in _SERVICE_SCENARIOS.items()},
+    "upgrade": {"*": [Scenario("upgrade_mor", True, ((SEED, "upsert"), (UPDATE, "upsert")), _UPGRADE,
+                               rerun=_UPGRADE, needs_spark=False)]},
+    "downgrade": {"*": [Scenario("downgrade_mor", True, ((SEED, "upsert"), (UPDATE, "upsert")), _UP_THEN_DOWN,
+                                 rerun=_DOWNGRADE, needs_spark=False)]},
     "archive": {"*": [_SERVICE_SCENARIOS["archive"]],
                 **dict.fromkeys(("archive.merge_after_plan", "archive.merge_after_write"),
                                 [Scenario("archive_merge_cow", False, _SIX, _ARCHIVE_MERGE, needs_spark=False,

@@ -5,14 +5,18 @@ the next write or service run must recover (roll back, resume, redo), and the fi
 expected state with nothing pending, no markers and no heartbeats left."""
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 from crash_scenarios import COLS, RECOVERY, SCHEMA, Scenario, apply, opts, scenarios_for
 from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
+from quick_jvm import quick_jvm_env
 
 import storage.write.write_operation as write_operation
 from storage.table.meta_client import HoodieTableMetaClient
@@ -57,13 +61,103 @@ def _leave_failed_write(spark, path, options, monkeypatch):
     assert HoodieTableMetaClient.load(path).timeline.pending().last() is not None
 
 
-def _run_child(point: str, scenario: Scenario, path: str, options: dict, cwd) -> None:
-    session = textwrap.dedent("""
-        import sqlext
-        spark = sqlext.session(master="local[1]", conf={"spark.ui.enabled": "false",
-                               "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false"})
-    """) if scenario.needs_spark else "spark = None\n"
-    script = session + "path, opts = %r, %r\n" % (path, options) + scenario.child + "\nraise SystemExit('the crash point was never reached')\n"
+# The child of a scenario that needs Spark: a fresh process with a local session of its own, which then reads its
+# job (the crash point, the table, the operation) from stdin, runs the operation and dies at the point. The crash
+# point is read from the environment when the operation reaches it (on the driver), so it is set once the job
+# arrives. Such children are started one case ahead (SparkChildren): a child's JVM launches while the case before
+# it goes on, where a Spark start-up per case was most of the matrix's time on two cores.
+_SPARK_CHILD = textwrap.dedent("""
+    import json, os, sys
+    import sqlext
+    spark = sqlext.session(master="local[1]", conf={"spark.ui.enabled": "false",
+                           "spark.sql.shuffle.partitions": "1", "spark.ui.showConsoleProgress": "false"})
+    job = json.loads(sys.stdin.readline() or "null")
+    if job is None:
+        raise SystemExit("no job: not needed after all")
+    os.environ.update(job["env"])
+    path, opts = job["path"], job["opts"]
+    exec(job["operation"])
+    raise SystemExit('the crash point was never reached')
+""")
+
+class SparkChildren:
+    """Spark children started ahead: `take()` hands out the one started during the previous case (or starts one)
+    and starts the next while more cases of the module need one."""
+
+    def __init__(self, cwd: Path, wanted: int):
+        self.cwd, self.wanted, self.started = cwd, wanted, []
+        self.next = self._start() if wanted > 0 else None
+
+    def _start(self):
+        self.wanted -= 1
+        log = self.cwd / f"child-{len(self.started)}.log"
+        with open(log, "wb") as err:
+            proc = subprocess.Popen([sys.executable, "-c", _SPARK_CHILD], stdin=subprocess.PIPE,
+                                    stdout=subprocess.DEVNULL, stderr=err, cwd=str(self.cwd),
+                                    env=quick_jvm_env())  # JIT tier 1: see quick_jvm
+        proc.log = log
+        self.started.append(proc)
+        return proc
+
+    def take(self):
+        proc, self.next = self.next or self._start(), None
+        if self.wanted > 0:
+            self.next = self._start()
+        return proc
+
+    def close(self) -> None:
+        for proc in self.started:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def spark_children(request, spark, tmp_path_factory):
+    """Started after the session fixture, so the children share its metastore (HIVE_METASTORE_URIS) as before."""
+    wanted = sum(1 for item in request.session.items
+                 if item.module is request.module and getattr(item, "callspec", None) is not None
+                 and getattr(item.callspec.params.get("scenario"), "needs_spark", False))
+    children = SparkChildren(tmp_path_factory.mktemp("crash-children"), wanted)
+    yield children
+    children.close()
+
+
+@pytest.fixture(scope="module")
+def seeded_copy(spark, tmp_path_factory):
+    """seeded_copy(scenario, path) -> the state: at `path` a copy (a directory copy, no Spark write) of a table
+    holding the scenario's seed writes, written once per module for all the points that share the scenario."""
+    root, made = tmp_path_factory.mktemp("crash-seeds"), {}
+
+    def copy(scenario: Scenario, path: str) -> dict:
+        key = (scenario.name, scenario.mor, repr(scenario.seed_ops))
+        if key not in made:
+            source, state = str(root / f"seed-{len(made)}" / "t"), {}
+            for batch, operation in scenario.seed_ops:
+                _write(spark, source, batch, operation, opts("t", scenario.mor))
+                state = apply(state, batch, operation)
+            made[key] = (source, state)
+        source, state = made[key]
+        shutil.copytree(source, path)
+        return dict(state)
+
+    return copy
+
+
+def _run_child(point: str, scenario: Scenario, path: str, options: dict, cwd, children: SparkChildren) -> None:
+    if scenario.needs_spark:
+        proc = children.take()
+        job = {"env": crash_env(point), "path": path, "opts": options, "operation": scenario.child}
+        try:
+            proc.communicate(json.dumps(job).encode() + b"\n", timeout=600)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert proc.returncode == CRASH_EXIT_CODE, proc.log.read_text(errors="replace")[-3000:]
+        return
+    script = "spark = None\npath, opts = %r, %r\n" % (path, options) + scenario.child + \
+        "\nraise SystemExit('the crash point was never reached')\n"
     env = {**os.environ, **crash_env(point)}
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=str(cwd), capture_output=True, timeout=600)
     assert proc.returncode == CRASH_EXIT_CODE, proc.stderr.decode()[-3000:]
@@ -90,19 +184,16 @@ def test_every_point_is_declared_once_by_phase():
 
 
 @pytest.mark.parametrize("point, scenario, missing", _cases())
-def test_crash_point(spark, tmp_path, monkeypatch, point, scenario, missing):
+def test_crash_point(spark, spark_children, seeded_copy, tmp_path, monkeypatch, point, scenario, missing):
     if scenario is None:
         pytest.fail(missing)
     path = str(tmp_path / "t")
     options = opts("t", scenario.mor)
-    state: dict = {}
-    for batch, operation in scenario.seed_ops:
-        _write(spark, path, batch, operation, options)
-        state = apply(state, batch, operation)
+    state = seeded_copy(scenario, path)
     if scenario.failed_write_first:
         _leave_failed_write(spark, path, options, monkeypatch)
 
-    _run_child(point, scenario, path, options, tmp_path)
+    _run_child(point, scenario, path, options, tmp_path, spark_children)
     state = scenario.state_after_crash(point, state)
     _assert_reads(spark, path, state, f"after a crash at {point}")
 

@@ -9,7 +9,6 @@ import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 
 from storage.bloom import TailOrder
-from storage.exception import HoodieTableStateError
 from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY, footer_bloom_filter, footer_tail_order, is_legacy_footer
 from storage.bloom.bloom_filter import deserialize_bloom_filter
 from storage.index.key_lookup import trusted_bloom_filter
@@ -146,17 +145,15 @@ def test_rewrite_rebuilds_a_java_footer_bit_for_bit(fixture_table, tmp_path):
     assert pq.read_table(copy).equals(pq.read_table(src))
 
 
-# Java-written tables with meta fields (their base files carry bloom footers); v8/v9 tables are not written yet.
+# Java-written tables with meta fields (their base files carry bloom footers), table versions 6, 8 and 9
 JAVA_TABLES = ["sample_cow_v6_complexkeygen_hivestyle", "sample_cow_v6_nonpartitioned",
                "sample_cow_v6_simplekeygen_nonhivestyle_overwritetable", "sample_mor_parquet_v6_nonpartitioned",
-               "sample_mor_parquet_v6_nonpartitioned_rollback", "trips_mor_avro_v6_trips_8i1u"]
-NOT_WRITTEN_YET = pytest.mark.xfail(strict=True, raises=HoodieTableStateError,
-                                    reason="issue 38: table versions 8 and 9 are read, not written yet")
-JAVA_TABLES_V8_V9 = ["sample_cow_v8_nonpartitioned", "trips_mor_avro_v8_trips_8i3u1d",
-                     "sample_cow_v9_txns_simple_meta", "sample_mor_avro_v9_txns_simple_meta"]
+               "sample_mor_parquet_v6_nonpartitioned_rollback", "trips_mor_avro_v6_trips_8i1u",
+               "sample_cow_v8_nonpartitioned", "trips_mor_avro_v8_trips_8i3u1d",
+               "sample_cow_v9_txns_simple_meta", "sample_mor_avro_v9_txns_simple_meta"]
 
 
-@pytest.mark.parametrize("name", JAVA_TABLES + [pytest.param(n, marks=NOT_WRITTEN_YET) for n in JAVA_TABLES_V8_V9])
+@pytest.mark.parametrize("name", JAVA_TABLES)
 def test_bloom_upsert_into_java_table_finds_every_existing_key(spark, fixtures_cache, tmp_path, name):
     from fixture_tables import copy_fixture
     from storage.table.meta_client import HoodieTableMetaClient

@@ -141,6 +141,3 @@ def test_bad_input_is_refused_with_nothing_changed(spark, tmp_path, fixture_tabl
     assert (timeline_files(path), data_files(path)) == before
     with pytest.raises(HoodieTableNotFoundError, match="not a Hudi table"):
         run_clean(spark, str(tmp_path / "nothing"))
-    v8 = fixture_table("sample_cow_v8_nonpartitioned")
-    with pytest.raises(HoodieTableServiceError, match="table version 8"):
-        run_clean(spark, str(v8))

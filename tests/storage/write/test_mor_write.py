@@ -199,7 +199,8 @@ def test_a_losing_write_never_removes_the_log_file_of_the_winner(spark, tmp_path
         spark.createDataFrame([(1, "loser", 3.0, 3, "d")], SCHEMA).toArrow(),
         '{"type":"record","name":"r","fields":[]}', loser)
     created = write_new_log_file(meta.storage, str(path), meta.marker_dir(loser), "dt=d", parsed.file_id,
-                                 LogTarget(parsed.instant_time, parsed.version), parsed.write_token, [block], 1 << 20)
+                                 LogTarget(parsed.instant_time, parsed.version), parsed.write_token, [block], 1 << 20,
+                                 loser)
     assert created.version == parsed.version + 1
     assert [m.file_name for m in list_markers(meta.storage, meta.marker_dir(loser))] == [created.name]
     abort_write(meta, loser)

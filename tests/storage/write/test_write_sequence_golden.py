@@ -42,8 +42,8 @@ def _steps() -> list[tuple[str, list[tuple]]]:
     return steps
 
 
-def run_sequence(spark, base: Path, table_type: str) -> None:
-    opts = _options(base.name, table_type)
+def run_sequence(spark, base: Path, table_type: str, extra: dict[str, str] | None = None) -> None:
+    opts = {**_options(base.name, table_type), **(extra or {})}
     for operation, rows in _steps():
         spark.createDataFrame(rows, SCHEMA).write.format("hudi").options(**opts) \
             .option("hoodie.datasource.write.operation", operation).mode("append").save(str(base))

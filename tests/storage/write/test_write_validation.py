@@ -70,7 +70,7 @@ def test_table_state_errors(spark, tmp_path, table):
     props = table / ".hoodie" / "hoodie.properties"
     original = props.read_text()
     before = _files(table)
-    for key, value, message in [("hoodie.table.version", "8", "table version 8; this engine writes versions"),
+    for key, value, message in [("hoodie.table.version", "5", "table version 5; this engine writes versions"),
                                 ("hoodie.table.type", "FANCY", "unknown table type 'FANCY'")]:
         props.write_text("\n".join(f"{key}={value}" if line.startswith(key + "=") else line
                                    for line in original.splitlines()) + "\n")
