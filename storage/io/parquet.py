@@ -39,9 +39,16 @@ def read_parquet_schema(storage: HoodieStorage, path: str) -> pa.Schema:
     return parquet_file(storage, path).schema_arrow
 
 
-def parquet_to_bytes(table: pa.Table, compression: str) -> bytes:
+def parquet_to_bytes(table: pa.Table, compression: str, key_value_metadata: dict[str, str] | None = None) -> bytes:
+    """`table` as the bytes of a parquet file; `key_value_metadata` replaces pyarrow's own footer entries (the
+    Arrow schema), as a non-Arrow writer (parquet-avro, say) leaves only its own."""
     out = pa.BufferOutputStream()
-    pq.write_table(table, out, compression=compression)
+    if key_value_metadata is None:
+        pq.write_table(table, out, compression=compression)
+    else:
+        with pq.ParquetWriter(out, table.schema, compression=compression, store_schema=False) as writer:
+            writer.write_table(table)
+            writer.add_key_value_metadata(key_value_metadata)
     return out.getvalue().to_pybytes()
 
 

@@ -257,6 +257,16 @@ class HoodieStorage:
             os.makedirs(os.path.dirname(dst) or ".", exist_ok=True)
         self._call(src, lambda: self.fs.copy_file(self._fs_path(src), self._fs_path(dst)))
 
+    def rename(self, src: str, dst: str) -> None:
+        """Move one file: a rename where the file system has one (local), else a copy then a delete (object stores:
+        until the delete both names hold the same bytes)."""
+        if self.is_local:
+            REQUESTS.add("rename")
+            os.replace(src, dst)
+            return
+        self.copy(src, dst)
+        self.delete(src)
+
     def delete(self, path: str) -> bool:
         """Delete one file; False when it did not exist."""
         REQUESTS.add("delete")

@@ -35,7 +35,6 @@ writing client before it writes).
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass, field, replace
 
 from storage.config import HoodieConfig
@@ -277,18 +276,11 @@ def rename_logs_to_base_instants(meta: HoodieTableMetaClient) -> int:
             for lf in todo:
                 versions[base] = versions.get(base, 0) + 1
                 name = make_log_file_name(lf.parsed.file_id, base, versions[base], lf.parsed.write_token)
-                _rename(meta, lf.path, f"{lf.path.rsplit('/', 1)[0]}/{name}")
+                # object stores copy, then delete: meanwhile both names hold the same blocks (the same rows merged)
+                meta.storage.rename(lf.path, f"{lf.path.rsplit('/', 1)[0]}/{name}")
                 renamed += 1
     if renamed:
         log.info("renamed %d log files of %s by their slices' base instants", renamed, meta.base_path)
     return renamed
 
 
-def _rename(meta: HoodieTableMetaClient, src: str, dst: str) -> None:
-    storage = meta.storage
-    if storage.is_local:
-        os.replace(src, dst)
-        return
-    # object stores: copy then delete; until the delete both names hold the same blocks, which merge to the same rows
-    storage.copy(src, dst)
-    storage.delete(src)

@@ -20,7 +20,6 @@ batch of another range): rows are de-duplicated by instant time, as Hudi's Archi
 """
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
@@ -28,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from storage.avro.container import read_avro_container
 from storage.avro.models import HOODIE_LSM_TIMELINE_INSTANT
@@ -37,6 +35,7 @@ from storage.config import TableConfigKeys as K
 from storage.io.storage import FileInfo, HoodieStorage
 from storage.timeline.commit_metadata import jackson_pretty
 from storage.timeline.instant import Action, HoodieInstant, State
+from storage.io.parquet import parquet_from_bytes, parquet_to_bytes
 
 if TYPE_CHECKING:  # the meta client loads timelines itself
     from storage.table.meta_client import HoodieTableMetaClient
@@ -222,16 +221,12 @@ def _decode(data: bytes | None) -> dict[str, Any] | None:
 def rows_to_parquet(rows: Iterable[LSMTimelineInstant]) -> bytes:
     """A data file as parquet-avro writes it: the Avro schema in the footer, where Java's reader looks for it."""
     table = pa.Table.from_pylist([r.to_row() for r in rows], schema=ARROW_SCHEMA)
-    out = io.BytesIO()
     # gzip: Hudi's default parquet codec (hoodie.parquet.compression.codec)
-    with pq.ParquetWriter(out, ARROW_SCHEMA, compression="gzip", store_schema=False) as writer:
-        writer.write_table(table)
-        writer.add_key_value_metadata({AVRO_SCHEMA_KEY: _AVRO_SCHEMA_JSON, WRITER_MODEL_KEY: "avro"})
-    return out.getvalue()
+    return parquet_to_bytes(table, "gzip", {AVRO_SCHEMA_KEY: _AVRO_SCHEMA_JSON, WRITER_MODEL_KEY: "avro"})
 
 
 def rows_from_parquet(data: bytes) -> list[LSMTimelineInstant]:
-    return [LSMTimelineInstant.from_row(r) for r in pq.read_table(pa.BufferReader(data)).to_pylist()]
+    return [LSMTimelineInstant.from_row(r) for r in parquet_from_bytes(data).read().to_pylist()]
 
 
 # ----------------------------------------------------------------------------------------------- reading

@@ -111,8 +111,11 @@ def _archived(meta) -> set[str]:
                                                  (8, "COPY_ON_WRITE")])
 def test_write_sequence_at_version(spark, tmp_path, version, table_type):
     base = tmp_path / f"seq_{table_type[:3].lower()}"
-    run_sequence(spark, base, table_type, {"hoodie.write.table.version": str(version)})
+    # LSM layers compacted from two files on: the sequence archives past the first compaction of layers
+    run_sequence(spark, base, table_type, {"hoodie.write.table.version": str(version),
+                                           "hoodie.timeline.compaction.batch.size": "2"})
     _check_layout(base, version)
+    assert [p for p in (base / ".hoodie" / "timeline" / "history").glob("*_1.parquet")], "no layer was compacted"
     got = summary(spark, base)
     assert got["rows"] == json.loads(GOLDEN.read_text())[table_type]["rows"], "not the rows version 6 ends with"
     columns = ["id", "name", "ts", "dt"]
@@ -131,3 +134,25 @@ def test_write_sequence_at_version(spark, tmp_path, version, table_type):
     batches = HudiTableBuilder.from_base_uri(str(base)).build().read(options)
     theirs = arrow_rows(pa.Table.from_batches(batches).select(columns)) if batches else []
     assert theirs and spark_rows(incremental) == theirs, (start, end, [str(i) for i in writes])
+
+
+@pytest.mark.parametrize("version, table_type", [(9, "MERGE_ON_READ"), (8, "COPY_ON_WRITE")])
+def test_restore_to_a_savepoint_at_version(spark, tmp_path, version, table_type):
+    from storage.table_service.restore import restore_to_savepoint
+    from storage.table_service.savepoint import create_savepoint
+
+    path = str(tmp_path / "t")
+    opts = {**BASE, "hoodie.write.table.version": str(version), "hoodie.datasource.write.table.type": table_type}
+    columns = ["id", "ts", "dt"]
+    for ts in (1, 2, 3):
+        spark.createDataFrame([(i, ts, f"p{i % 2}") for i in range(ts * 2)], "id int, ts long, dt string") \
+            .write.format("hudi").options(**opts).mode("append").save(path)
+        if ts == 2:
+            saved = spark_rows(spark.read.format("hudi").load(path).select(*columns))
+            meta = HoodieTableMetaClient.load(path)
+            create_savepoint(path, meta.timeline.completed().write_timeline().last().timestamp)
+    restore_to_savepoint(path, HoodieTableMetaClient.load(path).timeline.completed().of_actions(["savepoint"])
+                         .last().timestamp)
+    _check_layout(tmp_path / "t", version)
+    assert spark_rows(spark.read.format("hudi").load(path).select(*columns)) == saved
+    assert arrow_rows(hudi_rs_read(path).select(columns)) == saved
