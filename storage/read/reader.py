@@ -158,10 +158,11 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
                and (end is None or (i.completion_time if is_v8 and i.completion_time else i.timestamp) <= end)]
     if end:
         _check_retained(meta, end, "incremental query up to")
-    if not is_v8 and meta.timeline.is_before_timeline_starts(begin):
-        if config.get(RK.INCR_FALLBACK_FULLSCAN):  # Hudi's fallback: the snapshot at the end, filtered on commit time
+    if meta.timeline.is_before_timeline_starts(begin):
+        if config.get(RK.INCR_FALLBACK_FULLSCAN) and not is_v8:
+            # Hudi's fallback: the snapshot at the end, filtered on commit time (request times: layout 1 only)
             return _full_scan_between(spark, meta, config, partition_filter, begin, end)
-        commits = _archived_commits(meta, begin, end) + commits
+        commits = _archived_commits(meta, begin, end, is_v8) + commits
     view = FileSystemView(meta, as_of=end)
     touched = set()
     for instant, timeline in commits:
@@ -182,12 +183,16 @@ def _check_retained(meta: HoodieTableMetaClient, instant_time: str, what: str) -
     check_files_retained(meta, instant_time, what)
 
 
-def _archived_commits(meta: HoodieTableMetaClient, begin: str, end: str | None) -> list:
-    """Completed write instants of the archived timeline in (begin, end], with the timeline that reads them."""
+def _archived_commits(meta: HoodieTableMetaClient, begin: str, end: str | None, by_completion: bool) -> list:
+    """Completed write instants of the archived timeline in (begin, end], with the timeline that reads them;
+    `by_completion` (layout 2): begin and end are completion times (an instant requested before `begin` may
+    complete after it, so the archive is read from its start)."""
     from storage.timeline.archived_timeline import HoodieArchivedTimeline
 
-    archived = HoodieArchivedTimeline(meta, start=begin, end=end)
-    return [(i, archived) for i in archived.completed().write_timeline() if i.timestamp > begin]
+    archived = HoodieArchivedTimeline(meta, start=None if by_completion else begin, end=end)
+    point = (lambda i: i.completion_time or i.timestamp) if by_completion else (lambda i: i.timestamp)
+    return [(i, archived) for i in archived.completed().write_timeline()
+            if point(i) > begin and (end is None or point(i) <= end)]
 
 
 def _full_scan_between(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
