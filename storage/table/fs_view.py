@@ -74,7 +74,7 @@ class FileSystemView:
             i.timestamp for i in meta_client.timeline.pending().of_actions([Action.COMPACTION])
         } if include_pending_compaction else set()
         self.replaced = self._replaced_file_groups()
-        self._pending_slice_starts: dict[tuple[str, str], list[str]] | None = None
+        self._pending_slice_starts: dict[tuple[str, str], str] | None = None
         self._archived_completions: dict[str, str] | None = None
         listing = list_table_files(meta_client.storage, meta_client.base_path, partitions)
         self._partitions = sorted(listing.partitions)
@@ -134,7 +134,8 @@ class FileSystemView:
         # compaction's, where the next slice begins) at or before the log's completion time, compared with start
         # times (request times): a log that completes after a compaction was planned belongs to the new slice
         starts = [k for k, s in (group.slices.items() if group else []) if s.base_file]
-        starts += self._compaction_starts().get((partition, lf.file_id), [])
+        pending = self._compaction_starts().get((partition, lf.file_id))
+        starts += [pending] if pending else []
         earlier = [k for k in starts if k <= point]
         return max(earlier) if earlier else lf.instant_time
 
@@ -148,13 +149,13 @@ class FileSystemView:
             self._archived_completions = {i.timestamp: i.completion_time for i in archived if i.completion_time}
         return self._archived_completions.get(instant_time) or instant_time
 
-    def _compaction_starts(self) -> dict[tuple[str, str], list[str]]:
-        """(partition, file id) -> the pending compactions planned for it (their plans read once per view)."""
+    def _compaction_starts(self) -> dict[tuple[str, str], str]:
+        """(partition, file id) -> the pending compaction planned for it (the plans read once per view)."""
         if self._pending_slice_starts is None:
             from storage.table.pending_plans import pending_compaction_instants
 
-            found = pending_compaction_instants(self.meta_client) if self.pending_compactions else {}
-            self._pending_slice_starts = {k: [v] for k, v in found.items()}
+            self._pending_slice_starts = pending_compaction_instants(self.meta_client) if self.pending_compactions \
+                else {}
         return self._pending_slice_starts
 
     # -- queries ---------------------------------------------------------------------------------

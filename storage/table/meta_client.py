@@ -4,7 +4,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from storage.config import HoodieConfig
+from storage.config import WRITABLE_TABLE_VERSIONS, HoodieConfig
 from storage.config import TableConfigKeys as K
 from storage.exception import HoodieTableStateError
 from storage.fs_utils import META_FOLDER, TEMP_FOLDER
@@ -25,7 +25,7 @@ from storage.timeline.timeline import ActiveTimeline, HoodieTimeline
 log = logging.getLogger(__name__)
 
 SUPPORTED_READ_VERSIONS = (5, 6, 8, 9)
-SUPPORTED_WRITE_VERSIONS = (6, 8, 9)
+SUPPORTED_WRITE_VERSIONS = WRITABLE_TABLE_VERSIONS
 
 
 @dataclass
@@ -62,7 +62,7 @@ class HoodieTableMetaClient:
         config = load_table_config(storage, meta)
         if config.version not in SUPPORTED_READ_VERSIONS:
             raise ValueError(f"table {base} has table version {config.version}; supported: {SUPPORTED_READ_VERSIONS}")
-        timeline = ActiveTimeline(storage, _timeline_path(meta, config), config.timeline_layout_version)
+        timeline = ActiveTimeline(storage, timeline_path(meta, config), config.timeline_layout_version)
         return cls(base, storage, config, timeline)
 
     @classmethod
@@ -118,7 +118,8 @@ class HoodieTableMetaClient:
         return f"{self.temp_path}/{instant_time}"
 
 
-def _timeline_path(meta: str, config: HoodieTableConfig) -> str:
+def timeline_path(meta: str, config: HoodieTableConfig) -> str:
+    """Where the active timeline of a table with `config` lives under its `.hoodie` folder `meta`."""
     if config.timeline_layout_version >= 2 or config.version >= 8:
         return f"{meta}/{config.get(K.TIMELINE_PATH)}"
     return meta

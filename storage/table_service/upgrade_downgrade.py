@@ -37,12 +37,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 
-from storage.config import HoodieConfig
+from storage.config import WRITABLE_TABLE_VERSIONS, HoodieConfig
+from storage.config import parse_table_version as parse_version_number
 from storage.config import TableConfigKeys as TK
 from storage.exception import HoodieError
 from storage.fs_utils import make_log_file_name
 from storage.table.fs_view import FileSystemView
-from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.meta_client import HoodieTableMetaClient, timeline_path
 from storage.table.metadata_table import drop_metadata_table
 from storage.table.table_config import HoodieTableConfig
 from storage.table.table_version import HISTORY_FOLDER, TIMELINE_FOLDER, HoodieTableVersion
@@ -59,7 +60,7 @@ from storage.transaction.transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
-WRITABLE_VERSIONS = (HoodieTableVersion.SIX, HoodieTableVersion.EIGHT, HoodieTableVersion.NINE)
+WRITABLE_VERSIONS = tuple(HoodieTableVersion(v) for v in WRITABLE_TABLE_VERSIONS)
 INDEX_DEFS_FOLDER = ".index_defs"
 
 
@@ -92,8 +93,10 @@ def parse_table_version(value) -> HoodieTableVersion:
     by_name = {v.name: v for v in WRITABLE_VERSIONS}
     if text in by_name:
         return by_name[text]
-    if text.isdigit() and int(text) in [int(v) for v in WRITABLE_VERSIONS]:
-        return HoodieTableVersion(int(text))
+    try:
+        return HoodieTableVersion(parse_version_number(text))
+    except ValueError:
+        pass
     raise HoodieUpgradeDowngradeError(f"unknown table version {value!r}: this engine upgrades and downgrades "
                                       "between versions 6, 8 and 9 (SIX, EIGHT, NINE)")
 
@@ -128,7 +131,7 @@ def _migrate(table, to_version, spark, config: HoodieConfig, upgrade: bool) -> U
     with TransactionManager.for_table(meta, config).transaction(verb):
         meta.reload()
         current = meta.table_config.version
-        if current not in [int(v) for v in WRITABLE_VERSIONS]:
+        if current not in WRITABLE_TABLE_VERSIONS:
             raise HoodieUpgradeDowngradeError(
                 f"cannot {verb} {meta.base_path}: it is at table version {current}; this engine moves tables between "
                 f"versions 6, 8 and 9 (upgrade a version {current} table to 6 with Hudi first)")
@@ -177,7 +180,8 @@ def _run(meta: HoodieTableMetaClient, current: int, target: int, verb: str) -> U
     removals = tuple(k for k in old_props if k not in new_props)
     meta.update_table_config(new_props, removals)  # the commit point
     crash_point(f"{verb}.after_properties")
-    meta.active_timeline = ActiveTimeline(meta.storage, _active_path(meta), new_layout)
+    meta.active_timeline = ActiveTimeline(meta.storage, timeline_path(meta.meta_path, meta.table_config),
+                                          new_layout)
     _settle(meta)
     steps = tuple(f"{a}->{b}" for a, b in version_path(current, target))
     return UpgradeDowngradeResult(meta.base_path, current, target, steps, instants, archived, renamed)
@@ -226,12 +230,6 @@ def _timeline_dir(meta: HoodieTableMetaClient, table: HoodieTableConfig) -> str:
 
 def _archive_dir(meta: HoodieTableMetaClient, table: HoodieTableConfig) -> str:
     return f"{meta.meta_path}/{table.props.get(TK.ARCHIVELOG_FOLDER.key) or 'archived'}"
-
-
-def _active_path(meta: HoodieTableMetaClient) -> str:
-    if meta.table_config.timeline_layout_version >= 2:
-        return _timeline_dir(meta, meta.table_config)
-    return meta.meta_path
 
 
 def _settle(meta: HoodieTableMetaClient) -> bool:
