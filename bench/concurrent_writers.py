@@ -1,6 +1,7 @@
 """Concurrent writer processes on one table (optimistic concurrency control), round by round.
 
     python -m bench.concurrent_writers --writers 4 --rounds 50 --lock fs [--mor] [--compactor] [--dir DIR]
+                                       [--lock-option KEY=VALUE ...]
 
 Each writer is a process with its own local Spark session. In every round all writers start an upsert at once
 (a barrier), alternately
@@ -11,7 +12,11 @@ With `--compactor` (merge-on-read) one more process schedules and runs a compact
 clean that keeps only the last two commits (old slices deleted while the writers append to the latest).
 At the end the table read by this engine and by hudi-rs must equal the state built from the committed batches
 only, in commit order. `--lock` picks the lock provider: fs (FileSystemBasedLockProvider), hms
-(HiveMetastoreBasedLockProvider on HIVE_METASTORE_URIS) or inprocess (wrong on purpose for processes).
+(HiveMetastoreBasedLockProvider on HIVE_METASTORE_URIS), zk (ZookeeperBasedLockProvider: give
+hoodie.write.lock.zookeeper.url with --lock-option), dynamodb (DynamoDBBasedLockProvider: the
+hoodie.write.lock.dynamodb.* endpoint / region and hoodie.aws.* credentials as options, or AWS's defaults),
+storage (StorageBasedLockProvider, a conditionally written lock file) or inprocess (wrong on purpose for processes).
+`--lock-option` passes more hoodie.write.lock.* options to every writer.
 Prints one JSON line of figures.
 """
 from __future__ import annotations
@@ -28,6 +33,9 @@ LOCKS = {
     "fs": "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider",
     "hms": "org.apache.hudi.hive.transaction.lock.HiveMetastoreBasedLockProvider",
     "inprocess": "org.apache.hudi.client.transaction.lock.InProcessLockProvider",
+    "zk": "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider",
+    "dynamodb": "org.apache.hudi.aws.transaction.lock.DynamoDBBasedLockProvider",
+    "storage": "org.apache.hudi.client.transaction.lock.StorageBasedLockProvider",
 }
 SCHEMA = "id long, writer int, round int, ts long, part string"
 COLUMNS = ["id", "writer", "round", "ts", "part"]
@@ -45,16 +53,18 @@ class Outcome:
     message: str = ""
 
 
-def options(path: str, lock: str, mor: bool) -> dict[str, str]:
+def options(path: str, lock: str, mor: bool, lock_options: dict[str, str] | None = None) -> dict[str, str]:
     return {
         "hoodie.table.name": "concurrent", "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "part",
         "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE",
         "hoodie.write.concurrency.mode": "optimistic_concurrency_control",
         "hoodie.write.lock.provider": LOCKS[lock], "hoodie.write.lock.hivemetastore.table": "concurrent_lock",
+        "hoodie.write.lock.zookeeper.base_path": "/hudi_concurrent_writers",
         "hoodie.write.lock.wait_time_ms": "60000", "hoodie.write.lock.client.num_retries": "5",
         # with several writers a stale heartbeat must never count as dead while its writer is merely slow
         "hoodie.client.heartbeat.interval_in_ms": "5000",
+        **(lock_options or {}),
     }
 
 
@@ -132,12 +142,13 @@ def expected_state(outcomes: list[dict], seed: list[tuple]) -> dict:
 
 
 def run(writers: int, rounds: int, lock: str, mor: bool = False, compactor: bool = False,
-        directory: str | None = None, spark=None) -> dict:
+        directory: str | None = None, spark=None, lock_options: dict[str, str] | None = None) -> dict:
     """Run the rounds; returns the figures and the outcomes (raises AssertionError when the table is wrong).
-    `spark`: the session that seeds and checks the table (a local one by default)."""
+    `spark`: the session that seeds and checks the table (a local one by default); `lock_options`: more options
+    of the lock provider (its endpoint, timeouts) for every writer."""
     directory = directory or tempfile.mkdtemp(prefix="concurrent-writers-")
     path = os.path.join(directory, "table")
-    opts = options(path, lock, mor)
+    opts = options(path, lock, mor, lock_options)
     seed = [(w, w, 0, 0, SHARED) for w in range(writers)] + [(1_000 + w, w, 0, 0, f"w{w}") for w in range(writers)]
     spark = spark or _session()
     from storage.client.write_client import HoodieWriteClient
@@ -201,8 +212,11 @@ def main(argv=None) -> None:
     parser.add_argument("--mor", action="store_true")
     parser.add_argument("--compactor", action="store_true")
     parser.add_argument("--dir")
+    parser.add_argument("--lock-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="an option of the lock provider, e.g. hoodie.write.lock.zookeeper.url=host:2181")
     args = parser.parse_args(argv)
-    result = run(args.writers, args.rounds, args.lock, args.mor, args.compactor, args.dir)
+    lock_options = dict(o.split("=", 1) for o in args.lock_option)
+    result = run(args.writers, args.rounds, args.lock, args.mor, args.compactor, args.dir, lock_options=lock_options)
     print(json.dumps(result["figures"]))
 
 

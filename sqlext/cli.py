@@ -113,6 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
     _session_options(timeline)
     demo = sub.add_parser("demo", help="create a table, write, upsert, delete and query it")
     demo.add_argument("--path")
+    services = sub.add_parser("services", help="table services (compaction, clustering, clean, archival) in a "
+                                                "process of their own, beside the writers")
+    services.add_argument("action", choices=("run",))
+    services.add_argument("--path", required=True, help="base path of the table")
+    for name in TABLE_SERVICES:
+        services.add_argument(f"--{name}", action="store_true", help=f"run {name} (default: every service)")
+    services.add_argument("--min-sync-interval", type=float, default=60.0, metavar="SECONDS",
+                          help="seconds between the starts of two rounds (default 60)")
+    services.add_argument("--max-rounds", type=int, metavar="N", help="stop after N rounds (default: until stopped)")
+    services.add_argument("--once", action="store_true", help="one round, then exit (as --max-rounds 1)")
+    services.add_argument("--conf", "-c", action="append", default=[], metavar="KEY=VALUE",
+                          help="hoodie.* option of the services (lock provider, triggers) or Spark setting")
+    services.add_argument("--master", metavar="URL", help="Spark master (default local[*])")
     config = sub.add_parser("config", help="the hoodie.* keys this engine knows: default, honoured, doc")
     config.add_argument("--key", help="only this key (or one of its alternative spellings)")
     return parser
@@ -599,6 +612,42 @@ def timeline(args, out: TextIO) -> int:
     return 0
 
 
+TABLE_SERVICES = ("compaction", "clustering", "clean", "archive")
+
+
+def services(args, out: TextIO) -> int:
+    """`sqlext services run --path P [--compaction] [--clustering] [--clean] [--archive]`: rounds until stopped
+    (Ctrl-C, SIGTERM) or --max-rounds; exit 1 when the last round had errors."""
+    import signal
+    import threading
+
+    from storage.config import KEY_PREFIX, HoodieConfig
+    from storage.table_service.table_service_job import TableServices, check_concurrency_config, run_continuously
+
+    conf = parse_conf(args.conf)
+    config = HoodieConfig.of({k: v for k, v in conf.items() if k.startswith(KEY_PREFIX)})
+    check_concurrency_config(config, args.path)  # before Spark starts
+    chosen = [n for n in TABLE_SERVICES if getattr(args, n)]
+    which = TableServices(**{n: (not chosen or n in chosen) for n in TABLE_SERVICES})
+    stop = threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    args.metastore, args.warehouse = "none", None
+    args.conf = [f"{k}={v}" for k, v in conf.items() if not k.startswith(KEY_PREFIX)]
+    spark = open_session(args)
+    rounds = []
+    try:
+        rounds = run_continuously(spark, args.path, which, config, args.min_sync_interval,
+                                  1 if args.once else args.max_rounds, stop)
+    except KeyboardInterrupt:
+        pass
+    for number, done in enumerate(rounds, 1):
+        print(f"round {number}: {done.summary()}", file=out)
+        for error in done.errors:
+            print(f"  error: {error}", file=out)
+    return 1 if rounds and rounds[-1].errors else 0
+
+
 def _table_path(args) -> str:
     from sqlext.sql.resolver import TableName
 
@@ -673,6 +722,8 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args)
         if args.command == "timeline":
             return timeline(args, sys.stdout)
+        if args.command == "services":
+            return services(args, sys.stdout)
         if args.command == "config":
             from sqlext.config_doc import config_text
 

@@ -193,6 +193,10 @@ class WriteConfigKeys:
     ALLOW_EMPTY_COMMIT = _prop("hoodie.allow.empty.commit", True, parse_bool)
     PARQUET_SMALL_FILE_LIMIT = _prop("hoodie.parquet.small.file.limit", 104857600, int)
     PARQUET_MAX_FILE_SIZE = _prop("hoodie.parquet.max.file.size", 125829120, int)
+    MERGE_SMALL_FILE_GROUP_CANDIDATES_LIMIT = _prop(
+        "hoodie.merge.small.file.group.candidates.limit", 1, int,
+        doc="merge-on-read: how many small file slices per partition may take inserts (Hudi's delta-commit "
+            "partitioner)")
     PARQUET_COMPRESSION_CODEC = _prop("hoodie.parquet.compression.codec", "snappy", str)
     PARQUET_BLOCK_SIZE = _prop("hoodie.parquet.block.size", 125829120, int)
     RECORD_SIZE_ESTIMATION_THRESHOLD = _prop("hoodie.record.size.estimation.threshold", 1.0, float)
@@ -255,14 +259,17 @@ class LockConfigKeys:
         "org.apache.hudi.client.transaction.SimpleConcurrentFileWritesConflictResolutionStrategy", str)
     WAIT_TIME_MS = _prop(_P + "wait_time_ms", 60000, int,
                          doc="how long one acquire at the lock provider may wait")
-    RETRY_WAIT_TIME_MS = _ignored(_P + "wait_time_ms_between_retry", 1000, int,
-                                  "retries of the Zookeeper provider; the lock manager retries with "
-                                  "hoodie.write.lock.client.*")
-    RETRY_MAX_WAIT_TIME_MS = _ignored(_P + "max_wait_time_ms_between_retry", 16000, int,
-                                      "retries of the Zookeeper provider; the lock manager retries with "
-                                      "hoodie.write.lock.client.*")
-    NUM_RETRIES = _ignored(_P + "num_retries", 15, int,
-                           "retries of the Zookeeper provider; the lock manager retries with hoodie.write.lock.client.*")
+    RETRY_WAIT_TIME_MS = _prop(_P + "wait_time_ms_between_retry", 1000, int,
+                               doc="ZooKeeper provider: first back-off of its client's retries after a lost "
+                                   "connection (doubling up to max_wait_time_ms_between_retry), as Curator's "
+                                   "BoundedExponentialBackoffRetry; storage-based and DynamoDB providers: pause "
+                                   "between looks at a held lock. The lock manager retries with "
+                                   "hoodie.write.lock.client.*")
+    RETRY_MAX_WAIT_TIME_MS = _prop(_P + "max_wait_time_ms_between_retry", 16000, int,
+                                   doc="ZooKeeper provider: longest back-off between its client's retries")
+    NUM_RETRIES = _prop(_P + "num_retries", 15, int,
+                        doc="ZooKeeper provider: retries of one ZooKeeper request after a lost connection (never "
+                            "past the acquire's wait)")
     CLIENT_RETRY_WAIT_TIME_MS = _prop(_P + "client.wait_time_ms_between_retry", 5000, int)
     CLIENT_NUM_RETRIES = _prop(_P + "client.num_retries", 50, int)
     HEARTBEAT_INTERVAL_MS = _prop(_P + "heartbeat_interval_ms", 60000, int)
@@ -271,6 +278,40 @@ class LockConfigKeys:
     HIVE_DATABASE = _prop(_P + "hivemetastore.database", None, str)
     HIVE_TABLE = _prop(_P + "hivemetastore.table", None, str)
     HIVE_METASTORE_URIS = _prop(_P + "hivemetastore.uris", None, str)
+    # ZookeeperBasedLockProvider (Hudi's LockConfiguration / HoodieLockConfig)
+    ZK_URL = _prop(_P + "zookeeper.url", None, str, doc="ZooKeeper connect string: host[:port][,host[:port]...]")
+    ZK_PORT = _prop(_P + "zookeeper.port", None, int, doc="port for the hosts of zookeeper.url that name none")
+    ZK_BASE_PATH = _prop(_P + "zookeeper.base_path", None, str,
+                         doc="znode under which the lock znodes live; the same for every writer of the table")
+    ZK_LOCK_KEY = _prop(_P + "zookeeper.lock_key", None, str,
+                        doc="lock znode name under base_path (default: the table name)")
+    ZK_SESSION_TIMEOUT_MS = _prop(_P + "zookeeper.session_timeout_ms", 60000, int,
+                                  doc="a holder unheard of for this long loses its session, and so the lock")
+    ZK_CONNECTION_TIMEOUT_MS = _prop(_P + "zookeeper.connection_timeout_ms", 15000, int,
+                                     doc="how long to wait for a connection before the lock fails as unreachable")
+    # DynamoDBBasedLockProvider (Hudi's DynamoDbBasedLockConfig); the lease lasts hoodie.write.lock.wait_time_ms
+    DYNAMODB_TABLE = _prop(_P + "dynamodb.table", "hudi_locks", str, doc="DynamoDB table holding the lock items")
+    DYNAMODB_PARTITION_KEY = _prop(_P + "dynamodb.partition_key", None, str,
+                                   doc="the lock item's key, one per Hudi table (default: the table name)")
+    DYNAMODB_REGION = _prop(_P + "dynamodb.region", "us-east-1", str, doc="default: AWS_REGION, else us-east-1")
+    DYNAMODB_BILLING_MODE = _prop(_P + "dynamodb.billing_mode", "PAY_PER_REQUEST",
+                                  OneOf(("PAY_PER_REQUEST", "PROVISIONED")))
+    DYNAMODB_READ_CAPACITY = _prop(_P + "dynamodb.read_capacity", 20, int, doc="PROVISIONED billing only")
+    DYNAMODB_WRITE_CAPACITY = _prop(_P + "dynamodb.write_capacity", 10, int, doc="PROVISIONED billing only")
+    DYNAMODB_TABLE_CREATION_TIMEOUT = _prop(_P + "dynamodb.table_creation_timeout", 120000, int,
+                                            doc="ms to wait for a lock table this provider creates to turn ACTIVE")
+    DYNAMODB_ENDPOINT_URL = _prop(_P + "dynamodb.endpoint_url", None, str,
+                                  doc="DynamoDB endpoint (default: the region's AWS endpoint)")
+    AWS_ACCESS_KEY = _prop("hoodie.aws.access.key", None, str,
+                           doc="DynamoDB lock credentials (Hudi's HoodieAWSConfig); unset: AWS's default chain")
+    AWS_SECRET_KEY = _prop("hoodie.aws.secret.key", None, str)
+    AWS_SESSION_TOKEN = _prop("hoodie.aws.session.token", None, str)
+    # StorageBasedLockProvider (Hudi 1.1's StorageBasedLockConfig)
+    STORAGE_VALIDITY_TIMEOUT_SECS = _prop(_P + "storage.validity.timeout.secs", 300.0, float,
+                                          doc="how long a lock file stays valid unless its holder renews it")
+    STORAGE_HEARTBEAT_POLL_SECS = _prop(_P + "storage.heartbeat.poll.secs", 30.0, float,
+                                        doc="how often the holder renews its lock file (at most a tenth of the "
+                                            "validity)")
 
 
 class ReadConfigKeys:
@@ -405,6 +446,11 @@ class CompactionConfigKeys:
 
     INLINE_COMPACT = _prop("hoodie.compact.inline", False, parse_bool)
     SCHEDULE_INLINE_COMPACT = _prop("hoodie.compact.schedule.inline", False, parse_bool)
+    ASYNC_COMPACT = _prop(
+        "hoodie.datasource.compaction.async.enable", False, parse_bool,
+        doc="with hoodie.compact.inline=false: the writer schedules a compaction when the inline trigger fires and "
+            "executes it in a background thread while later writes go on (Hudi's default true acts only in "
+            "streaming writers; here a batch writer opts in)")
     INLINE_TRIGGER_STRATEGY = _prop("hoodie.compact.inline.trigger.strategy", "NUM_COMMITS", str)
     INLINE_MAX_DELTA_COMMITS = _prop("hoodie.compact.inline.max.delta.commits", 5, int)
     INLINE_MAX_DELTA_SECONDS = _prop("hoodie.compact.inline.max.delta.seconds", 3600, int)
@@ -546,6 +592,26 @@ class LogFileConfigKeys:
         doc="Size in bytes at which the writer of a file slice rolls over to the next log file version.")
 
 
+class MemoryConfigKeys:
+    """Apache Hudi's memory options (`HoodieMemoryConfig`, the disk map of `HoodieCommonConfig`): how much of a
+    log merge (MOR snapshot read, compaction) is held in memory before it spills to local disk."""
+
+    MERGE_FRACTION = _prop("hoodie.memory.merge.fraction", 0.6, float,
+                           doc="share of the task's memory a merge may hold when hoodie.memory.merge.max.size is "
+                               "unset by the user")
+    COMPACTION_FRACTION = _prop("hoodie.memory.compaction.fraction", 0.6, float,
+                                doc="share of the task's memory a compaction may hold when "
+                                    "hoodie.memory.compaction.max.size is unset by the user")
+    COMPACTION_MAX_SIZE = _prop("hoodie.memory.compaction.max.size", None, int,
+                                doc="bytes of log records a compaction or snapshot read holds in memory per file slice "
+                                    "before spilling to hoodie.memory.spillable.map.path (unset: from the fraction)")
+    SPILLABLE_MAP_PATH = _prop("hoodie.memory.spillable.map.path", "/tmp/", str,
+                               doc="local directory the spillable map writes its spill files to")
+    DISK_MAP_TYPE = _prop("hoodie.common.spillable.diskmap.type", "BITCASK", OneOf(("BITCASK", "ROCKS_DB")),
+                          doc="the spilled part's on-disk form (both are served by this engine's Arrow spill files)")
+    DISK_MAP_COMPRESSION = _prop("hoodie.common.diskmap.compression.enabled", True, parse_bool)
+
+
 class SparkSqlConfigKeys:
     """Options of Hudi's Spark SQL layer (`DataSourceWriteOptions`, `HoodieSparkSqlWriter`), read by sqlext/ and
     catalog/; declared here so the registry knows them."""
@@ -571,7 +637,7 @@ class SparkSqlConfigKeys:
 KEY_CLASSES: tuple[type, ...] = (
     TableConfigKeys, WriteConfigKeys, LockConfigKeys, ReadConfigKeys, TimestampKeyGeneratorKeys, HiveSyncConfigKeys,
     CompactionConfigKeys, ClusteringConfigKeys, WriteCommitCallbackConfigKeys, CleanConfigKeys, ArchivalConfigKeys, LogFileConfigKeys,
-    SparkSqlConfigKeys)
+    MemoryConfigKeys, SparkSqlConfigKeys)
 
 
 class ConfigRegistry:

@@ -65,6 +65,14 @@ def fixture_table(fixtures_cache):
 
 
 @pytest.fixture(scope="session")
+def mdt_hfiles(fixture_table):
+    """Every HFile of the fixtures' metadata tables (base files and log-block HFiles)."""
+    from mdt_fixture_files import mdt_hfiles as find_mdt_hfiles
+
+    return find_mdt_hfiles(fixture_table)
+
+
+@pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One local SparkSession for the whole test session, attached (Hive support) to ONE real embedded Hive
     metastore started for this test session, with the Hudi SQL front end installed (metastore resolver).

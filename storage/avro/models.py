@@ -150,12 +150,13 @@ def _commit_metadata() -> Schema:
     )
 
 
-def _replace_commit_metadata() -> Schema:
-    """From HoodieReplaceCommitMetadata.avsc: no `compacted` field (unlike HoodieCommitMetadata)."""
+def _replace_commit_metadata(release: int = 10) -> Schema:
+    """From HoodieReplaceCommitMetadata.avsc: no `compacted` field before Hudi 1.1 (unlike HoodieCommitMetadata)."""
     return _record(
         "HoodieReplaceCommitMetadata",
         [
             _partition_to_write_stats(),
+            *([_nullable("compacted", "boolean")] if release >= 11 else []),
             _nullable("extraMetadata", _string_map()),
             _version(),
             _nullable("operationType", _string()),
@@ -260,7 +261,8 @@ def _clustering_strategy() -> Schema:
     )
 
 
-def _clustering_plan() -> Schema:
+def _clustering_plan(release: int = 10) -> Schema:
+    """Hudi 1.1 adds `missingSchedulePartitions`."""
     return _record(
         "HoodieClusteringPlan",
         [
@@ -269,16 +271,17 @@ def _clustering_plan() -> Schema:
             _nullable("extraMetadata", _string_map()),
             _version(),
             _nullable("preserveHoodieMetadata", "boolean"),
+            *([_nullable("missingSchedulePartitions", _array(_string()))] if release >= 11 else []),
         ],
     )
 
 
-def _requested_replace_metadata() -> Schema:
+def _requested_replace_metadata(release: int = 10) -> Schema:
     return _record(
         "HoodieRequestedReplaceMetadata",
         [
             _nullable("operationType", _string()),
-            _nullable("clusteringPlan", _clustering_plan()),
+            _nullable("clusteringPlan", _clustering_plan(release)),
             _nullable("extraMetadata", _string_map()),
             _version(),
         ],
@@ -617,8 +620,20 @@ _BUILDERS = {
     "HoodieLSMTimelineInstant": _lsm_timeline_instant,
 }
 
-#: Every model by short record name, each in standalone (top-level) form.
+#: Every model by short record name, each in standalone (top-level) form, as Hudi 0.x/1.0 ship them.
 MODEL_SCHEMAS: dict[str, Schema] = {name: _standalone(build()) for name, build in _BUILDERS.items()}
+
+# Hudi 1.1 (the release that writes table version 9) grew these records by optional fields; Java 1.1 embeds its
+# own schemas, so the instant files of a version-9 table carry them. Every other record is unchanged in 1.1.
+_BUILDERS_1_1 = {
+    "HoodieReplaceCommitMetadata": lambda: _replace_commit_metadata(11),
+    "HoodieRequestedReplaceMetadata": lambda: _requested_replace_metadata(11),
+    "HoodieClusteringPlan": lambda: _clustering_plan(11),
+}
+MODEL_SCHEMAS_1_1: dict[str, Schema] = {**MODEL_SCHEMAS,
+                                        **{name: _standalone(build()) for name, build in _BUILDERS_1_1.items()}}
+#: The first table version written by Hudi 1.1, whose schemas it uses.
+HUDI_1_1_TABLE_VERSION = 9
 
 HOODIE_COMMIT_METADATA = MODEL_SCHEMAS["HoodieCommitMetadata"]
 HOODIE_REPLACE_COMMIT_METADATA = MODEL_SCHEMAS["HoodieReplaceCommitMetadata"]
@@ -637,12 +652,18 @@ HOODIE_ARCHIVED_META_ENTRY = MODEL_SCHEMAS["HoodieArchivedMetaEntry"]
 HOODIE_LSM_TIMELINE_INSTANT = MODEL_SCHEMAS["HoodieLSMTimelineInstant"]
 
 
-def model_schema(name: str) -> Schema:
-    """A private copy of the model schema `name` (short or full record name)."""
+def models_for(table_version: int) -> dict[str, Schema]:
+    """The models of the Hudi release that writes `table_version` (shared; do not mutate)."""
+    return MODEL_SCHEMAS_1_1 if table_version >= HUDI_1_1_TABLE_VERSION else MODEL_SCHEMAS
+
+
+def model_schema(name: str, table_version: int = 6) -> Schema:
+    """A private copy of the model schema `name` (short or full record name) as written for `table_version`."""
     short = name.rsplit(".", 1)[-1]
-    if short not in MODEL_SCHEMAS:
+    models = models_for(table_version)
+    if short not in models:
         raise KeyError(f"no Avro model named {name!r}")
-    return copy.deepcopy(MODEL_SCHEMAS[short])
+    return copy.deepcopy(models[short])
 
 
 def field_names(schema: Schema) -> list[str]:

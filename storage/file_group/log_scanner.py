@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Protocol
 
 import pyarrow as pa
 
@@ -71,6 +71,22 @@ class LogScanResult:
     stats: LogScanStats
 
 
+RECORDS = "records"  # the kinds of tables a scan hands its sink
+DELETES = "deletes"
+
+
+class RecordSink(Protocol):
+    def put(self, kind: str, table: pa.Table) -> None: ...
+
+
+class _Collect:
+    def __init__(self) -> None:
+        self.tables: dict[str, list[pa.Table]] = {RECORDS: [], DELETES: []}
+
+    def put(self, kind: str, table: pa.Table) -> None:
+        self.tables[kind].append(table)
+
+
 @dataclass
 class _Block:
     seq: int
@@ -103,10 +119,19 @@ class HoodieMergedLogRecordScanner:
         self.stats = LogScanStats(log_files=len(self.log_paths))
 
     def scan(self) -> LogScanResult:
+        """Every valid log record and delete record, in memory."""
+        sink = _Collect()
+        self.scan_into(sink)
+        return LogScanResult(self._concat_records(sink.tables[RECORDS]), self.concat_deletes(sink.tables[DELETES]),
+                             self.stats)
+
+    def scan_into(self, sink: "RecordSink") -> LogScanStats:
+        """Hand each valid block's records to `sink` in write order, as `sink.put(RECORDS, table)` (the reader
+        schema's columns + _hoodie_write_seq) or `sink.put(DELETES, table)` (record_key, ordering_value,
+        _hoodie_write_seq); a block's bytes are dropped once decoded, so the scan holds no more than the sink
+        keeps (e.g. a `storage.merge.spillable_map.SpillableMap`)."""
         blocks = self._read_blocks()
         invalid = self._superseded_instants(blocks)
-        records: list[pa.Table] = []
-        deletes: list[pa.Table] = []
         for b in blocks:
             kind = b.block.block_type
             if kind not in (HoodieLogBlockType.AVRO_DATA_BLOCK, HoodieLogBlockType.PARQUET_DATA_BLOCK,
@@ -121,12 +146,15 @@ class HoodieMergedLogRecordScanner:
                 continue
             try:
                 if kind == HoodieLogBlockType.DELETE_BLOCK:
-                    deletes.append(self._deletes(b))
+                    sink.put(DELETES, self._deletes(b))
                 else:
-                    records.append(self._records(b))
+                    sink.put(RECORDS, self._records(b))
             except HoodieCorruptedLogError as exc:
                 self._corrupt(b, str(exc))
-        return LogScanResult(self._concat_records(records), self._concat_deletes(deletes), self.stats)
+            finally:
+                if b.block.content_loader is not None:
+                    b.block.content = None  # loaded lazily: read again if ever needed, not kept
+        return self.stats
 
     # -- reading ---------------------------------------------------------------------------------------
 
@@ -217,9 +245,13 @@ class HoodieMergedLogRecordScanner:
             return self.schema.append(pa.field(WRITE_SEQ, pa.int64())).empty_table()
         return pa.concat_tables(tables)
 
-    def _concat_deletes(self, tables: list[pa.Table]) -> pa.Table:
+    def concat_deletes(self, tables: list[pa.Table]) -> pa.Table:
+        """Delete tables of several blocks as one (ordering values unified, or natural order when they cannot
+        be)."""
         if not tables:
             return empty_deletes(self.ordering_type or pa.null())
+        if len(tables) == 1:
+            return tables[0]
         try:
             return pa.concat_tables(tables, promote_options="permissive")
         except (pa.ArrowInvalid, pa.ArrowTypeError):

@@ -18,6 +18,7 @@ from storage.bloom import (
     MAX_RECORD_KEY_FOOTER,
     MIN_RECORD_KEY_FOOTER,
 )
+from storage.bloom.bloom_filter import DynamicBloomFilter
 from storage.bloom.footer import BLOOM_FILTER_TAIL_ORDER_KEY
 
 
@@ -59,6 +60,29 @@ class KeyFooter:
         self._max = high if self._max is None else max(self._max, high)
         return self
 
+    def estimated_bytes(self) -> int:
+        """About the bytes these entries add to the footer (the bloom filter's Base64 text dominates), without
+        serializing the filter."""
+        keys = len(self._min) + len(self._max) if self._min is not None else 0
+        return 4 * -(-len(self._bloom.to_bytes()) // 3) + keys + 160
+
+    def growth_bytes(self, more_keys: int) -> int:
+        """The bytes `more_keys` further keys would add to the footer: a dynamic bloom filter opens a new row of
+        bits every `num_entries` keys (up to its bound); a simple one keeps its size."""
+        bloom = self._bloom
+        more_keys -= self._seeded  # the seed's keys are in the filter already
+        if not isinstance(bloom, DynamicBloomFilter) or more_keys <= 0:
+            return 0
+        nr = max(1, bloom.num_entries)
+        rows = bloom.num_rows
+        bound = max(rows, -(-bloom.max_entries // nr)) if bloom.max_entries > 0 else rows
+        total = (rows - 1) * nr + bloom.current_row_count + more_keys
+        after = min(bound, max(rows, -(-total // nr)))
+        return 4 * (after - rows) * self._row_bytes() // 3
+
+    def _row_bytes(self) -> int:
+        return self._bloom.vector_size // 8 + 16
+
     def metadata(self) -> dict[bytes, bytes]:
         if self._min is None:
             return {}
@@ -77,6 +101,7 @@ def footer_metadata(record_keys: pa.Array, bloom_settings: BloomFilterSettings) 
 
 
 _DICTIONARY_SAMPLE = 4096
+_FOOTER_BYTES_PER_CHUNK = 160  # parquet metadata of one column chunk (offsets, sizes, min/max statistics)
 
 
 def dictionary_columns(table: pa.Table) -> list[str] | bool:
@@ -129,6 +154,9 @@ class BaseFileWriter:
         self._out = storage.open_output_stream(path)
         self._opened: pq.ParquetWriter | None = None  # opened on the first rows: they choose the dictionary columns
         self.num_rows = 0
+        self.num_row_groups = 0
+        self.footer_bytes = 0  # once closed: the bytes the footer took (parquet metadata, bloom filter, key range)
+        self.key_footer_bytes = 0  # once closed: the bytes of the key entries (bloom filter, key range) in it
 
     def _writer(self, first: pa.Table | None = None) -> pq.ParquetWriter:
         if self._opened is None:
@@ -142,8 +170,31 @@ class BaseFileWriter:
             return
         if self._footer is not None:
             self._footer.add(table.column(RECORD_KEY))
-        self._writer(table).write_table(table, row_group_size=_rows_per_group(table, self._row_group_bytes))
+        rows_per_group = _rows_per_group(table, self._row_group_bytes)
+        self._writer(table).write_table(table, row_group_size=rows_per_group)
         self.num_rows += table.num_rows
+        self.num_row_groups += -(-table.num_rows // rows_per_group)
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of the file so far: the row groups written (each reaches the stream whole as `write` returns);
+        the footer comes at `close`."""
+        return self._out.tell()
+
+    def footer_estimate(self, bytes_per_column_chunk: int = _FOOTER_BYTES_PER_CHUNK) -> int:
+        """About the bytes `close` will add: the parquet metadata (schema, then per row group and column the chunk's
+        offsets and statistics, `bytes_per_column_chunk` each) and the key footer."""
+        chunks = self.num_row_groups * len(self._schema)
+        keys = self._footer.estimated_bytes() if self._footer is not None else 0
+        return self.schema_footer_estimate() + chunks * bytes_per_column_chunk + keys
+
+    def schema_footer_estimate(self) -> int:
+        """About the bytes of the footer's schema part and fixed fields."""
+        return 256 + 48 * len(self._schema)
+
+    def footer_growth(self, more_rows: int) -> int:
+        """The bytes `more_rows` further rows would add to the footer's key entries (a growing bloom filter)."""
+        return self._footer.growth_bytes(more_rows) if self._footer is not None else 0
 
     def close(self) -> int:
         """Finish the file (footer, fsync); returns its size in bytes."""
@@ -151,8 +202,11 @@ class BaseFileWriter:
         meta = self._footer.metadata() if self._footer is not None else {}
         if meta:
             writer.add_key_value_metadata(meta)
+            self.key_footer_bytes = sum(len(k) + len(v) for k, v in meta.items())
+        before = self._out.tell()
         writer.close()
         size = self._out.tell()
+        self.footer_bytes = size - before
         self._out.close()
         self._storage.fsync(self._path)
         return size

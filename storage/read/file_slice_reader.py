@@ -9,28 +9,34 @@ returns the slice's surviving records with the meta columns first, then the data
 order (`schema` may or may not list the meta columns). `FileSliceReadContext.for_table(meta_client, as_of, config)`
 captures everything the merge needs from the table and timeline; it is a small picklable value, so the driver
 builds it once and ships it to the tasks.
+
+`FileSliceMerge(file_slice, schema, ctx, columns)` is the same merge as an iteration of tables, holding no more
+of the slice's records than the merge memory budget (`MergeMemory`: hoodie.memory.compaction.max.size, spilling
+past it through storage.merge.spillable_map); MOR snapshot scans and compaction stream its pieces.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.arrow_util import constant_array
-from storage.config import HoodieConfig
+from storage.config import HoodieConfig, MemoryConfigKeys as MK
 from storage.io.parquet import parquet_file, read_parquet_schema
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
-from storage.file_group.log_scanner import HoodieMergedLogRecordScanner, LogScanStats
+from storage.file_group.log_scanner import DELETES, RECORDS, HoodieMergedLogRecordScanner, LogScanStats
 from storage.merge.record_merger import (
+    DELETE_KEY,
     WRITE_SEQ,
     BASE_WRITE_SEQ,
     merge_records,
     record_keys_from_fields,
 )
+from storage.merge.spillable_map import SpillableMap, SpillStats, merge_memory_budget
 from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
 from storage.merge.schema_conform import conform_table
 from storage.keygen.key_generator import resolve_keygen_type
@@ -42,6 +48,32 @@ from storage.timeline.instant import HoodieInstant
 log = logging.getLogger(__name__)
 
 MERGE_KEY = "_hoodie_merge_key"  # the key merged on when the table does not store _hoodie_record_key
+_BASE_BATCH_ROWS = 8192  # base-file rows read at a time into the merge's spillable map
+
+
+@dataclass(frozen=True)
+class MergeMemory:
+    """How much of a file slice's records one merge holds in memory before spilling (Hudi's HoodieMemoryConfig,
+    the compaction memory, which Hudi's realtime / MOR snapshot readers use too): `max_size` is
+    hoodie.memory.compaction.max.size (None: unset), else `fraction` (hoodie.memory.compaction.fraction) of the
+    Python worker's memory (storage.merge.spillable_map.merge_memory_budget); spill files go under `spill_path`
+    (hoodie.memory.spillable.map.path), lz4-compressed with `compression`
+    (hoodie.common.diskmap.compression.enabled). The budget is resolved where the merge runs (in the task)."""
+
+    max_size: int | None = None
+    fraction: float = MK.COMPACTION_FRACTION.default
+    spill_path: str = MK.SPILLABLE_MAP_PATH.default
+    compression: bool = True
+
+    @classmethod
+    def of(cls, config: HoodieConfig) -> "MergeMemory":
+        max_size = config.get(MK.COMPACTION_MAX_SIZE)
+        return cls(None if max_size is None else int(max_size), float(config.get(MK.COMPACTION_FRACTION)),
+                   str(config.get(MK.SPILLABLE_MAP_PATH) or MK.SPILLABLE_MAP_PATH.default),
+                   bool(config.get(MK.DISK_MAP_COMPRESSION)))
+
+    def budget(self) -> int:
+        return merge_memory_budget(self.max_size, self.fraction)
 
 
 @dataclass(frozen=True)
@@ -67,6 +99,7 @@ class FileSliceReadContext:
     populate_meta_fields: bool = True
     complex_keys: bool = False  # ComplexKeyGenerator: keys spelled `f:v,...` even for one field
     storage_options: StorageOptions = field(default_factory=StorageOptions)  # how tasks reach the table
+    memory: MergeMemory = field(default_factory=MergeMemory)  # the merge's memory budget and spill files
 
     @property
     def storage(self) -> HoodieStorage:
@@ -121,6 +154,7 @@ class FileSliceReadContext:
             complex_keys=resolve_keygen_type(table.keygen_class, table.record_key_fields or [],
                                              table.partition_fields or []) == "COMPLEX",
             storage_options=meta_client.storage_options,
+            memory=MergeMemory.of(config),
         )
 
 
@@ -147,31 +181,76 @@ def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceRead
 
 def read_file_slice_with_stats(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
                                columns: Sequence[str] | None = None) -> tuple[pa.Table, LogScanStats]:
-    full_schema = with_meta_columns(schema)
-    if columns is None:
-        out_schema = full_schema
-    else:
-        wanted = set(columns)
-        out_schema = pa.schema([f for f in full_schema if f.name in wanted])
-    merge_schema, ordering_field = _merge_schema(out_schema, full_schema, file_slice, ctx)
-    scanner = HoodieMergedLogRecordScanner(
-        [lf.path for lf in file_slice.sorted_log_files()], merge_schema, ctx.is_instant_visible,
-        latest_instant=ctx.as_of, ordering_field=ordering_field, key_filler=_key_filler(ctx), storage=ctx.storage,
-        committed_extent=ctx.committed_log_extent)
-    scan = scanner.scan()
-    base = _read_base(file_slice, merge_schema, ctx)
-    if scan.records.num_rows == 0 and scan.deletes.num_rows == 0:
-        merged = base if base is not None else merge_schema.empty_table()
-    else:
-        parts = ([base.append_column(WRITE_SEQ, constant_array(BASE_WRITE_SEQ, base.num_rows, pa.int64()))]
-                 if base is not None else []) + [scan.records]
-        records = pa.concat_tables(parts)
-        merge = ctx.merge.for_ordering_field(ordering_field)  # commit time when the slice lacks the field
+    """`read_file_slice` as one table, with the log scan's statistics (the merge's pieces concatenated: callers
+    that must stay within the memory budget iterate a `FileSliceMerge` instead)."""
+    merge = FileSliceMerge(file_slice, schema, ctx, columns)
+    pieces = list(merge)
+    merged = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    return merged, merge.stats
+
+
+class FileSliceMerge:
+    """The merged records of one file slice, as an iteration of tables (all with `out_schema`).
+
+    The base file's rows (read a batch at a time) and then the valid log blocks' records and deletes go into a
+    `SpillableMap` bounded by the context's memory budget (`MergeMemory`). When they fit, the iteration yields
+    one table: the slice merged at once. When they do not, the map spills them hash-partitioned by record key
+    and each partition (all versions of its keys) is merged in turn and yielded. Either way every partition goes
+    through the same `merge_records`, so the rows are the same; only their order differs (partition by
+    partition). Spill files are removed when the iteration ends, is closed, or fails.
+
+    After the iteration, `stats` holds the log scan's statistics and `spill` the map's."""
+
+    def __init__(self, file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
+                 columns: Sequence[str] | None = None):
+        self.file_slice, self.ctx = file_slice, ctx
+        full_schema = with_meta_columns(schema)
+        if columns is None:
+            self.out_schema = full_schema
+        else:
+            wanted = set(columns)
+            self.out_schema = pa.schema([f for f in full_schema if f.name in wanted])
+        self.merge_schema, self.ordering_field = _merge_schema(self.out_schema, full_schema, file_slice, ctx)
+        self.stats = LogScanStats(log_files=len(file_slice.log_files))
+        self.spill = SpillStats()
+        self.num_rows = 0
+
+    def __iter__(self) -> Iterator[pa.Table]:
+        file_slice, ctx = self.file_slice, self.ctx
         key = RECORD_KEY if ctx.populate_meta_fields else MERGE_KEY
-        merged = merge_records(records, scan.deletes, merge.mode, merge.ordering_field, key_column=key)
-    log.debug("file slice %s/%s@%s: %d rows (%s)", file_slice.partition_path, file_slice.file_id,
-              file_slice.base_instant, merged.num_rows, scan.stats)
-    return merged.select(out_schema.names), scan.stats
+        scanner = HoodieMergedLogRecordScanner(
+            [lf.path for lf in file_slice.sorted_log_files()], self.merge_schema, ctx.is_instant_visible,
+            latest_instant=ctx.as_of, ordering_field=self.ordering_field, key_filler=_key_filler(ctx),
+            storage=ctx.storage, committed_extent=ctx.committed_log_extent)
+        size = (file_slice.base_file.size if file_slice.base_file else 0) + sum(lf.size for lf in file_slice.log_files)
+        records = SpillableMap(ctx.memory.budget(), ctx.memory.spill_path, {RECORDS: key, DELETES: DELETE_KEY},
+                               compression=ctx.memory.compression, size_hint=size,
+                               concat={DELETES: scanner.concat_deletes})
+        self.spill = records.stats
+        try:
+            for base in _read_base_batches(file_slice, self.merge_schema, ctx, records.budget):
+                records.put(RECORDS, base.append_column(
+                    WRITE_SEQ, constant_array(BASE_WRITE_SEQ, base.num_rows, pa.int64())))
+            self.stats = scanner.scan_into(records)
+            has_log_rows = self.stats.records > 0 or self.stats.deletes > 0
+            merge = ctx.merge.for_ordering_field(self.ordering_field)  # commit time when the slice lacks the field
+            yielded = False
+            for part in records.partitions():
+                rows = part[RECORDS]
+                if rows is None:
+                    continue
+                if has_log_rows:
+                    rows = merge_records(rows, part[DELETES], merge.mode, merge.ordering_field, key_column=key)
+                rows = rows.select(self.out_schema.names)
+                self.num_rows += rows.num_rows
+                yielded = True
+                yield rows
+            if not yielded:
+                yield self.merge_schema.empty_table().select(self.out_schema.names)
+        finally:
+            records.close()
+        log.debug("file slice %s/%s@%s: %d rows (%s; %s)", file_slice.partition_path, file_slice.file_id,
+                  file_slice.base_instant, self.num_rows, self.stats, self.spill)
 
 
 def _merge_schema(out_schema: pa.Schema, full_schema: pa.Schema, file_slice: FileSlice,
@@ -227,15 +306,26 @@ def _key_filler(ctx: FileSliceReadContext):
     return fill
 
 
-def _read_base(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext) -> pa.Table | None:
+def _read_base_batches(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,
+                       budget: int) -> Iterator[pa.Table]:
+    """The base file's rows in the merge schema, in batches of at most a quarter of `budget` bytes (as the
+    footer's uncompressed sizes tell; nothing when the slice has no base file)."""
     if file_slice.base_file is None:
-        return None
+        return
     path = file_slice.base_file.path
     wanted = [n for n in schema.names if n != MERGE_KEY]
     parquet = parquet_file(ctx.storage, path)
     present = [n for n in wanted if n in parquet.schema_arrow.names]
-    table = parquet.read(columns=present)
     filler = _key_filler(ctx)
-    if filler is not None:
-        table = filler(table)
-    return conform_table(table, schema, path)
+    if parquet.metadata.num_rows == 0:
+        table = parquet.schema_arrow.empty_table().select(present)
+        yield conform_table(filler(table) if filler is not None else table, schema, path)
+        return
+    meta = parquet.metadata
+    per_row = max(1, sum(meta.row_group(i).total_byte_size for i in range(meta.num_row_groups)) // meta.num_rows)
+    batch_rows = max(16, min(_BASE_BATCH_ROWS, budget // 4 // per_row))
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=present):
+        table = pa.Table.from_batches([batch])
+        if filler is not None:
+            table = filler(table)
+        yield conform_table(table, schema, path)

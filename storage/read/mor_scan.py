@@ -3,7 +3,9 @@ slices with log files are merged inside Spark tasks.
 
 The driver only plans: it turns each slice to merge into a one-row descriptor (partition, file id, base
 instant, base file, log files), spreads the descriptors over tasks, and `mapInArrow` calls
-`read_file_slice` on each, so a task holds at most one merged file slice in memory at a time.
+`FileSliceMerge` on each and streams its pieces out, so a task holds at most one file slice's records, and no
+more of them than the merge memory budget allows (hoodie.memory.compaction.max.size; beyond it the merge spills
+to disk, storage.merge.spillable_map).
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import to_arrow_schema
 
-from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice
+from storage.read.file_slice_reader import FileSliceMerge, FileSliceReadContext
 from storage.read.partition_values import PathPartitionValues
 from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroupId, HoodieLogFile
 
@@ -69,11 +71,11 @@ def _merge_function(arrow_schema: pa.Schema, out_schema: pa.Schema, ctx: FileSli
     def merge(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             for row in batch.to_pylist():  # one row per file slice, never per record
-                table = read_file_slice(file_slice_of(row), arrow_schema, ctx, columns)
-                if path_values is not None:
-                    table = path_values.fill_arrow(table, row["partition_path"], out_schema.names)
-                table = _to_spark_arrow(table, out_schema)
-                yield from table.to_batches(max_chunksize=_BATCH_ROWS)
+                for table in FileSliceMerge(file_slice_of(row), arrow_schema, ctx, columns):
+                    if path_values is not None:
+                        table = path_values.fill_arrow(table, row["partition_path"], out_schema.names)
+                    table = _to_spark_arrow(table, out_schema)
+                    yield from table.to_batches(max_chunksize=_BATCH_ROWS)
 
     return merge
 

@@ -47,7 +47,7 @@ class ActionCompletion:
     def of_commit(cls, meta: HoodieTableMetaClient, inflight: HoodieInstant, metadata: HoodieCommitMetadata,
                   operation: str) -> "ActionCompletion":
         """A commit kind completing with `metadata`, in the form the table's timeline layout stores."""
-        return cls(meta, inflight, metadata.to_bytes(meta.active_timeline.layout_version), metadata, operation)
+        return cls(meta, inflight, metadata.to_bytes(meta.table_config.version), metadata, operation)
 
     @property
     def action(self) -> str:

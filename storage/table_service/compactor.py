@@ -1,8 +1,9 @@
 """Execution of a scheduled compaction (Hudi's HoodieCompactor).
 
 `<t>.compaction.requested` holds the plan; execution moves it to `<t>.compaction.inflight`, runs one Spark task
-per operation (each merges its file slice's base file and log files with `read_file_slice` and writes a new
-base file `<fileId>_<writeToken>_<t>.parquet`, returning its write stat as the commit message), and publishes
+per operation (each merges its file slice's base file and log files with `FileSliceMerge`, within the merge
+memory budget hoodie.memory.compaction.max.size, spilling beyond it, and writes a new base file
+`<fileId>_<writeToken>_<t>.parquet`, returning its write stat as the commit message), and publishes
 everything at once as `<t>.commit` with operationType COMPACT. Until then readers do not see the new base files
 (their instant is not completed), so a compaction that dies half-way changes nothing a reader sees; the next
 run undoes its files (through its markers) and executes the plan again.
@@ -26,10 +27,10 @@ from storage.arrow_util import constant_array
 from storage.config import HoodieConfig
 from storage.fs_utils import join_path, make_base_file_name, make_write_token
 from storage.table.partition_metadata import write_partition_metadata
-from storage.io.base_file_writer import write_base_file
+from storage.io.base_file_writer import BaseFileWriter
 from storage.io.request_metrics import RequestTally, counted_in_task
 from storage.meta_fields import FILE_NAME
-from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice_with_stats
+from storage.read.file_slice_reader import FileSliceMerge, FileSliceReadContext
 from storage.read.mor_scan import DESCRIPTOR_SCHEMA, file_slice_of, slice_descriptor
 from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroupId, HoodieLogFile
 from storage.table.meta_client import HoodieTableMetaClient
@@ -85,29 +86,53 @@ def _operation_slice(base_path: str, operation: dict[str, Any], sizes: dict[str,
 
 
 def compact_file_slice(file_slice: FileSlice, ctx: CompactionTaskContext) -> HoodieWriteStat:
-    """One compaction operation: merge the slice and write its new base file at the compaction instant."""
+    """One compaction operation: merge the slice and write its new base file at the compaction instant. The
+    merge's pieces (one, or one per spill partition when the slice's records exceed the merge memory budget) are
+    written as they come, so the task never holds more of the slice than the budget allows."""
     started = time.time()
-    merged, stats = read_file_slice_with_stats(file_slice, ctx.schema, ctx.read)
+    merge = FileSliceMerge(file_slice, ctx.schema, ctx.read)
     partition_id, stage_id, attempt_id = task_ids()
     file_name = make_base_file_name(file_slice.file_id, make_write_token(partition_id, stage_id, attempt_id),
                                     ctx.instant_time)
-    merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
-                               constant_array(file_name, merged.num_rows, pa.string()))
-    if not ctx.populate_meta_fields:
-        merged = null_meta_fields(merged)
     storage = ctx.read.storage
     partition = file_slice.partition_path
     write_partition_metadata(storage, ctx.base_path, partition, ctx.instant_time)
     create_marker(storage, ctx.marker_dir, partition, file_name, IOType.CREATE)
-    size = write_base_file(storage, join_path(ctx.base_path, partition, file_name), merged, ctx.bloom_settings,
-                           ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
+    writer: BaseFileWriter | None = None
+    pieces = iter(merge)
+    try:
+        for merged in pieces:  # at least one piece, possibly empty
+            merged = merged.set_column(merged.schema.get_field_index(FILE_NAME), FILE_NAME,
+                                       constant_array(file_name, merged.num_rows, pa.string()))
+            if not ctx.populate_meta_fields:
+                merged = null_meta_fields(merged)
+            if writer is None:
+                writer_schema = merged.schema
+                writer = BaseFileWriter(storage, join_path(ctx.base_path, partition, file_name), writer_schema,
+                                        ctx.bloom_settings, ctx.compression, ctx.row_group_bytes,
+                                        ctx.populate_meta_fields)
+            elif not merged.schema.equals(writer_schema):
+                merged = merged.cast(writer_schema)
+            writer.write(merged)
+    except BaseException:
+        pieces.close()  # the merge's spill files go now, not when the failed frame is collected
+        if writer is not None:
+            writer.abort()
+        raise
+    assert writer is not None
+    size = writer.close()
+    stats = merge.stats
+    if merge.spill.spills:
+        log.info("compaction %s of %s/%s spilled %d bytes in %d partitions (budget %d bytes, peak %d bytes held)",
+                 ctx.instant_time, partition, file_slice.file_id, merge.spill.spilled_bytes, merge.spill.partitions,
+                 ctx.read.memory.budget(), merge.spill.peak_in_memory_bytes)
     log_size = sum(lf.size for lf in file_slice.log_files)
     took = int((time.time() - started) * 1000)
     return HoodieWriteStat(
         fileId=file_slice.file_id,
         path=f"{partition}/{file_name}" if partition else file_name,
         prevCommit=file_slice.base_instant,
-        numWrites=merged.num_rows,
+        numWrites=writer.num_rows,
         numDeletes=stats.deletes,
         numUpdateWrites=stats.records,
         totalWriteBytes=size,

@@ -30,7 +30,8 @@ def undo_failed_attempt(meta: HoodieTableMetaClient, instant: HoodieInstant, ser
                         error: type[HoodieError]) -> None:
     """An inflight `service` whose executor died: delete what it wrote and return it to requested."""
     if is_writer_alive(meta.storage, meta.meta_path, instant.timestamp):
-        raise error(f"{service} {instant.timestamp} of {meta.base_path} is being executed by another running process")
+        message = f"{service} {instant.timestamp} of {meta.base_path} is being executed by another running process"
+        raise error(message) from HoodieHeartbeatError(message)  # the cause tells a busy plan from a failed one
     marker_dir = meta.marker_dir(instant.timestamp)
     markers = list_markers(meta.storage, marker_dir)
     for marker in markers:
@@ -57,7 +58,7 @@ def start_execution(meta: HoodieTableMetaClient, instant_time: str, action: str,
         try:
             heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, HeartbeatSettings.of(config)).start()
         except HoodieHeartbeatError as exc:
-            raise error(str(exc)) from None
+            raise error(str(exc)) from exc
         try:
             inflight = timeline.transition_to_inflight(requested)
         except BaseException:

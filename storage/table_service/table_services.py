@@ -15,7 +15,7 @@ from storage.config import CleanConfigKeys as CK
 from storage.config import CompactionConfigKeys as CCK
 from storage.config import HoodieConfig
 from storage.table.meta_client import HoodieTableMetaClient
-from storage.table_service.async_service import run_in_background, wait_for_background
+from storage.table_service.async_service import request_background, run_in_background, wait_for_background
 from storage.timeline.instant import Action
 from storage.write.commit_callback import CommitEvent
 
@@ -40,9 +40,10 @@ class InlineTableServices:
 
 
 def _maybe_compact_inline(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig) -> None:
-    """Inline compaction: when the trigger fires, `hoodie.compact.inline` schedules and executes a compaction
-    right after the deltacommit; `hoodie.compact.schedule.inline` only schedules it (an async or later
-    `run_compaction` executes it)."""
+    """When the trigger fires: `hoodie.compact.inline` schedules and executes a compaction right after the
+    deltacommit; `hoodie.datasource.compaction.async.enable` schedules it and executes it in a background thread
+    (later writes go to the slices it starts); `hoodie.compact.schedule.inline` only schedules it (a service
+    process or `run_compaction` executes it)."""
     from storage.table_service.compaction import (
         run_compaction,
         schedule_compaction,
@@ -50,14 +51,20 @@ def _maybe_compact_inline(spark: SparkSession, meta: HoodieTableMetaClient, conf
     )
 
     inline = config.get(CCK.INLINE_COMPACT)
-    if not (inline or config.get(CCK.SCHEDULE_INLINE_COMPACT)):
+    run_async = not inline and config.get(CCK.ASYNC_COMPACT)
+    if not (inline or run_async or config.get(CCK.SCHEDULE_INLINE_COMPACT)):
         return
     if not should_schedule_inline(meta, config):
         return
     instant = schedule_compaction(meta, config)
-    if inline and instant is not None:
+    if instant is None:
+        return
+    if inline:
         run_compaction(spark, meta.base_path, instant, config)
         meta.reload()
+    elif run_async:
+        base_path = meta.base_path  # the thread executes every pending plan: one started earlier may still wait
+        request_background("compaction", base_path, lambda: run_compaction(spark, base_path, None, config))
 
 
 def validate_service_options(config: HoodieConfig) -> None:
@@ -97,5 +104,6 @@ def _start_async(spark: SparkSession, base_path: str, config: HoodieConfig, clea
 
 
 def wait_for_async_services(base_path: str | None = None, timeout: float | None = None) -> None:
-    """Join the async clean / archival of `base_path` (every table when None)."""
+    """Join the async compaction, clean and archival of `base_path` (every table when None)."""
+    wait_for_background("compaction", base_path, timeout)
     wait_for_background("table-services", base_path, timeout)

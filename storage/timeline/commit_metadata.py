@@ -125,33 +125,36 @@ class HoodieCommitMetadata:
     def is_replace(self) -> bool:
         return self.partitionToReplaceFileIds is not None
 
-    def to_avro_record(self, replace: bool | None = None) -> dict[str, Any]:
+    def to_avro_record(self, replace: bool | None = None, table_version: int = 6) -> dict[str, Any]:
         """The Avro HoodieCommitMetadata (or, with `replace`, HoodieReplaceCommitMetadata) record, field by field
-        as Hudi converts its Jackson form (`replace` None: a replace record when file groups are replaced)."""
-        from storage.avro.models import model_schema
+        as Hudi converts its Jackson form (`replace` None: a replace record when file groups are replaced), for
+        the Hudi release that writes `table_version` (1.1's replace record has `compacted`)."""
+        from storage.avro.models import HUDI_1_1_TABLE_VERSION, model_schema
 
         replace = self.is_replace if replace is None else replace
         stat_fields = [f["name"] for f in model_schema("HoodieWriteStat")["fields"]]
         stats = {p: [_avro_stat(s.to_json_dict(), stat_fields) for s in lst]
                  for p, lst in self.partitionToWriteStats.items()}
+        # Hudi 1.x leaves `version` unset in the instant files it writes (every v8/v9 fixture)
         record: dict[str, Any] = {"partitionToWriteStats": stats, "extraMetadata": dict(self.extraMetadata),
-                                  "version": 1, "operationType": "COMPACT" if self.compacted else self.operationType}
+                                  "version": None if table_version >= 8 else 1,
+                                  "operationType": "COMPACT" if self.compacted else self.operationType}
         if replace:
             record["partitionToReplaceFileIds"] = self.partitionToReplaceFileIds or {}
-        else:
+        if not replace or table_version >= HUDI_1_1_TABLE_VERSION:
             record["compacted"] = self.compacted
         return record
 
-    def to_bytes(self, layout_version: int) -> bytes:
-        """The instant file content: Jackson JSON in timeline layout 1 (table version 6), an Avro object container
-        in layout 2 (versions 8 and 9, where every non-empty instant file is Avro)."""
-        if layout_version < 2:
+    def to_bytes(self, table_version: int) -> bytes:
+        """The instant file content for a table of `table_version`: Jackson JSON in timeline layout 1 (version 6),
+        an Avro object container in layout 2 (versions 8 and 9, where every non-empty instant file is Avro)."""
+        if table_version < 8:
             return self.to_json_bytes()
         from storage.avro.container import write_avro_container
-        from storage.avro.models import HOODIE_COMMIT_METADATA, HOODIE_REPLACE_COMMIT_METADATA
+        from storage.avro.models import models_for
 
-        schema = HOODIE_REPLACE_COMMIT_METADATA if self.is_replace else HOODIE_COMMIT_METADATA
-        return write_avro_container(schema, self.to_avro_record())
+        name = "HoodieReplaceCommitMetadata" if self.is_replace else "HoodieCommitMetadata"
+        return write_avro_container(models_for(table_version)[name], self.to_avro_record(table_version=table_version))
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "HoodieCommitMetadata":

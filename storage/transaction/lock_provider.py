@@ -1,9 +1,10 @@
 """Lock providers and their registry, keyed by Hudi's class names (`hoodie.write.lock.provider`).
 
 A provider guards one table: `try_lock(timeout_s)` acquires it within the time or answers False, `unlock`
-releases it. storage/ ships the in-process and file-system providers (registered by their modules, which
-storage.transaction.transaction_manager imports); other layers register theirs (catalog/ registers Hudi's
-HiveMetastoreBasedLockProvider when it is imported), as Hudi loads providers by class name.
+releases it. storage/ ships the in-process, file-system, ZooKeeper, DynamoDB and storage-based (conditional
+writes) providers (registered by their modules, which storage.transaction.transaction_manager imports); other
+layers register theirs (catalog/ registers Hudi's HiveMetastoreBasedLockProvider when it is imported), as Hudi
+loads providers by class name.
 """
 from __future__ import annotations
 

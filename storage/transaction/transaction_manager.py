@@ -18,7 +18,13 @@ from storage.config import LockConfigKeys as LK
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
 from storage.io.storage import HoodieStorage
-from storage.transaction import file_system_lock_provider, in_process_lock_provider  # noqa: F401 - built-ins register
+from storage.transaction import (  # noqa: F401 - built-ins register
+    dynamodb_lock_provider,
+    file_system_lock_provider,
+    in_process_lock_provider,
+    storage_lock_provider,
+    zookeeper_lock_provider,
+)
 from storage.transaction.lock_manager import LockManager
 from storage.transaction.lock_provider import LockContext, create_lock_provider
 

@@ -20,9 +20,11 @@ from storage.timeline.instant import Action
 from storage.write.partitioner import (
     BucketPlan,
     SizingConfig,
+    SliceSize,
     SmallFile,
     WorkloadProfile,
     average_record_size,
+    mor_small_files,
     plan_buckets,
     plan_bucket_layout,
     plan_new_file_groups,
@@ -79,18 +81,59 @@ def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, 
         return plan_new_file_groups(counts, sizing, avg)
     if profile.bucketed:
         return plan_bucket_layout(profile)
-    small: dict[str, list[SmallFile]] = {}
-    if not is_mor:
-        from storage.table.pending_plans import pending_clustering_file_groups
+    from storage.table.pending_plans import pending_clustering_file_groups
 
-        # MOR inserts go to new file groups: an UPDATE bucket appends to logs, which SIMPLE indexes do not see.
-        # File groups a pending clustering rewrites take no inserts (they would be lost or conflict).
-        clustering = pending_clustering_file_groups(meta)
+    small: dict[str, list[SmallFile]] = {}
+    # file groups a pending clustering rewrites take no inserts (they would be lost or conflict)
+    clustering = pending_clustering_file_groups(meta) if profile.inserts else {}
+    if not profile.inserts:
+        pass
+    elif not is_mor:
         for bf in fs_view.latest_base_files(sorted(profile.inserts)):
             partition = _partition_of(meta.base_path, bf.path)
             if bf.size < sizing.small_file_limit and (partition, bf.file_id) not in clustering:
                 small.setdefault(partition, []).append(SmallFile(partition, bf.file_id, bf.size))
+    else:
+        small = _mor_small_files(meta, config, fs_view, sorted(profile.inserts), sizing, clustering)
     return plan_buckets(profile, small, sizing, avg)
+
+
+# Hudi's indexes that find records in log files (HoodieIndex.canIndexLogFiles): the bucket index (whose layout
+# never takes small files) and the in-memory, HBase and record-level indexes (not offered by this engine). Bloom and
+# simple indexes read base files only.
+_INDEXES_LOG_FILES = frozenset({"BUCKET", "INMEMORY", "HBASE", "RECORD_INDEX"})
+
+
+def can_index_log_files(config: HoodieConfig) -> bool:
+    return (config.get(WK.INDEX_TYPE) or "").strip().upper() in _INDEXES_LOG_FILES
+
+
+def _mor_small_files(meta: HoodieTableMetaClient, config: HoodieConfig, fs_view: FileSystemView,
+                     partitions: list[str], sizing: SizingConfig,
+                     clustering: dict[tuple[str, str], str]) -> dict[str, list[SmallFile]]:
+    """Merge-on-read small files per partition (`mor_small_files`): latest slices of completed writes, not under a
+    pending compaction or clustering; none before the table's first completed commit."""
+    if not len(meta.timeline.completed().write_timeline()):
+        return {}
+    from storage.table.pending_plans import pending_compaction_instants
+
+    compacting = pending_compaction_instants(meta)
+    by_partition: dict[str, list[SliceSize]] = {}
+    for s in fs_view.latest_file_slices(partitions):
+        key = (s.partition_path, s.file_id)
+        if key in compacting or key in clustering:
+            continue
+        by_partition.setdefault(s.partition_path, []).append(SliceSize(
+            s.partition_path, s.file_id, s.base_file.size if s.base_file else None,
+            tuple(lf.size for lf in s.log_files)))
+    can_index = can_index_log_files(config)
+    limit = config.get(WK.MERGE_SMALL_FILE_GROUP_CANDIDATES_LIMIT)
+    out = {}
+    for partition, slices in by_partition.items():
+        picked = mor_small_files(slices, sizing, can_index, limit)
+        if picked:
+            out[partition] = picked
+    return out
 
 
 def _partition_of(base_path: str, file_path: str) -> str:

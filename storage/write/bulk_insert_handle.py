@@ -2,8 +2,9 @@
 `hoodie.bulkinsert.sort.mode=NONE`.
 
 Each Spark task writes the records it holds, in their input order: one open base file per partition path it
-meets, rolled over to a new file group once the file holds `records_per_file` records (hoodie.parquet.max.file.size
-over the average record size, as the planner sizes new file groups). Tasks name their file groups themselves (a
+meets, rolled over to a new file group once the file reaches hoodie.parquet.max.file.size in bytes written
+(storage.write.rolling_files), or holds `records_per_file` records when hoodie.copyonwrite.insert.auto.split is
+off (hoodie.copyonwrite.insert.split.size). Tasks name their file groups themselves (a
 fresh file id per file), so the write needs no plan of file groups and no shuffle of the batch into them: one
 pass over the input. Each file is announced by a CREATE marker before it is opened, so the files of a failed task
 attempt are removed before the commit like those of any other write. Records wait per partition for a whole row
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -22,17 +22,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.fs_utils import join_path, make_base_file_name, make_write_token, new_file_id
-from storage.table.partition_metadata import write_partition_metadata
-from storage.io.base_file_writer import BaseFileWriter
+from storage.fs_utils import make_write_token
 from storage.io.request_metrics import counted_in_task
 from storage.keygen.arrow_keys import partition_paths, record_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
-from storage.testing.crash_points import fail_task_once
-from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
+from storage.timeline.commit_metadata import HoodieWriteStat
 from storage.write.handle import task_ids
-from storage.write.merge_rows import incoming_rows, split_deletes, written_part
-from storage.write.markers import IOType, create_marker
+from storage.write.merge_rows import incoming_rows, split_deletes
+from storage.write.rolling_files import RollingBaseFiles
 from storage.write.task_context import WriteTaskContext
 
 _MAX_BUFFER_BYTES = 64 * 1024 * 1024
@@ -59,79 +56,35 @@ def by_partition(rows: pa.Table) -> Iterator[tuple[str, pa.Table]]:
 
 
 class _PartitionFiles:
-    """The files one task writes into one partition: the open one, and the records waiting for its next row group."""
+    """The files one task writes into one partition (storage.write.rolling_files: new file groups, rolled over at
+    `hoodie.parquet.max.file.size` and at `ctx.records_per_file` records), and the records waiting for the next
+    row group."""
 
     def __init__(self, ctx: WriteTaskContext, partition: str, partition_id: int, token: str):
-        self.ctx, self.partition, self.partition_id, self.token = ctx, partition, partition_id, token
         self.pending: list[pa.Table] = []
-        self.pending_rows = self.pending_bytes = 0
-        self.writer: BaseFileWriter | None = None
-        self.file_id = self.file_name = ""
-        self.files = 0
-        self.started = 0.0
-        self.stats: list[HoodieWriteStat] = []
+        self.pending_bytes = 0
+        self.limit = min(ctx.row_group_bytes, _MAX_BUFFER_BYTES)
+        self.files = RollingBaseFiles(ctx, partition, partition_id, token, max_records=ctx.records_per_file)
 
     def add(self, rows: pa.Table) -> None:
         self.pending.append(rows)
-        self.pending_rows += rows.num_rows
         self.pending_bytes += rows.nbytes
-        while self.pending_rows and self.pending_rows >= self._room():  # the open file fills up: roll over
-            self._flush(self._room())
-            self._close()
-        if self.pending_bytes >= min(self.ctx.row_group_bytes, _MAX_BUFFER_BYTES):
-            self._flush(self.pending_rows)
+        if self.pending_bytes >= self.limit:
+            self._flush()
 
     def finish(self) -> list[HoodieWriteStat]:
-        if self.pending_rows:
-            self._flush(self.pending_rows)
-        if self.writer is not None:
-            self._close()
-        return self.stats
+        self._flush()
+        return self.files.finish()
 
     def abort(self) -> None:
-        if self.writer is not None:
-            self.writer.abort()
+        self.files.abort()
 
-    def _room(self) -> int:
-        """Records the open file still takes (a file not opened yet: a whole file's)."""
-        return max(1, self.ctx.records_per_file) - (self.writer.num_rows if self.writer is not None else 0)
-
-    def _flush(self, n: int) -> None:
-        """The first `n` waiting records into the open file (opened here if none is)."""
+    def _flush(self) -> None:
+        if not self.pending:
+            return
         waiting = pa.concat_tables(self.pending) if len(self.pending) > 1 else self.pending[0]
-        head, rest = waiting.slice(0, n), waiting.slice(n)
-        self.pending = [rest] if rest.num_rows else []
-        self.pending_rows, self.pending_bytes = rest.num_rows, rest.nbytes if rest.num_rows else 0
-        if self.writer is None:
-            self._open()
-        self.writer.write(written_part(None, head, self.ctx, self.file_name, self.partition_id, self.writer.num_rows))
-
-    def _open(self) -> None:
-        ctx = self.ctx
-        storage = ctx.storage
-        self.started = time.time()
-        self.file_id = new_file_id(self.files)
-        self.file_name = make_base_file_name(self.file_id, self.token, ctx.instant_time)
-        if self.files == 0:
-            write_partition_metadata(storage, ctx.base_path, self.partition, ctx.instant_time)
-        create_marker(storage, ctx.marker_dir, self.partition, self.file_name, IOType.CREATE)
-        self.writer = BaseFileWriter(storage, join_path(ctx.base_path, self.partition, self.file_name), ctx.schema,
-                                     ctx.bloom_settings, ctx.compression, ctx.row_group_bytes, ctx.populate_meta_fields)
-        self.files += 1
-
-    def _close(self) -> None:
-        ctx, writer = self.ctx, self.writer
-        size = writer.close()
-        ctx.storage.fsync(join_path(ctx.base_path, self.partition))  # the file's name is durable too
-        fail_task_once("write.task_after_file")
-        took = int((time.time() - self.started) * 1000)
-        self.stats.append(HoodieWriteStat(
-            fileId=self.file_id,
-            path=f"{self.partition}/{self.file_name}" if self.partition else self.file_name,
-            prevCommit=NULL_COMMIT, numWrites=writer.num_rows, numDeletes=0, numUpdateWrites=0,
-            numInserts=writer.num_rows, totalWriteBytes=size, partitionPath=self.partition, fileSizeInBytes=size,
-            runtimeStats=RuntimeStats(0, 0, took)))
-        self.writer = None
+        self.pending, self.pending_bytes = [], 0
+        self.files.write(None, waiting)
 
 
 @dataclass(frozen=True)

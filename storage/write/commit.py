@@ -28,23 +28,23 @@ from storage.write.table_settings import TableSettings
 log = logging.getLogger(__name__)
 
 
-def requested_content(op: WriteOperationType) -> bytes:
+def requested_content(op: WriteOperationType, table_version: int) -> bytes:
     if op.commit_action != Action.REPLACE_COMMIT:
         return b""
     from storage.avro.container import write_avro_container
-    from storage.avro.models import HOODIE_REQUESTED_REPLACE_METADATA
+    from storage.avro.models import models_for
 
-    return write_avro_container(HOODIE_REQUESTED_REPLACE_METADATA, {
+    return write_avro_container(models_for(table_version)["HoodieRequestedReplaceMetadata"], {
         "operationType": op.metadata_name, "clusteringPlan": None, "extraMetadata": {}, "version": 1})
 
 
-def inflight_content(op: WriteOperationType, plan: BucketPlan, layout_version: int) -> bytes:
+def inflight_content(op: WriteOperationType, plan: BucketPlan, table_version: int) -> bytes:
     """The workload profile, as Hudi records it in the inflight file (stats without paths)."""
     md = HoodieCommitMetadata(operationType=op.metadata_name)
     for b in plan.buckets:
         md.add_write_stat(HoodieWriteStat(fileId=b.file_id, path=None, prevCommit=None, partitionPath=b.partition_path,
                                           numInserts=b.expected_inserts, numUpdateWrites=b.expected_updates))
-    return md.to_bytes(layout_version)
+    return md.to_bytes(table_version)
 
 
 def commit_metadata(op: WriteOperationType, stats: list[HoodieWriteStat], schema: pa.Schema,

@@ -1,22 +1,26 @@
 """The per-file-group write step, run once per bucket inside a Spark task on Arrow data.
 
 `write_bucket` dispatches on what the bucket needs: a new file group (create handle), a rewrite of the
-latest base file with the bucket's records merged in (copy-on-write merge handle). Merge-on-read adds
-an append handle here. The result is a HoodieWriteStat: the commit message that the driver publishes.
+latest base file with the bucket's records merged in (copy-on-write merge handle), or log files of the group
+(merge-on-read append handle). Base files roll over at `hoodie.parquet.max.file.size`
+(storage.write.rolling_files), log files at `hoodie.logfile.max.size`. The result is a HoodieWriteStat per file
+written: the commit messages that the driver publishes.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from storage.config import LogFileConfigKeys
 from storage.config import WriteConfigKeys as WK
 from storage.fs_utils import (
     join_path,
-    make_base_file_name,
     make_write_token,
 )
 from storage.table.partition_metadata import write_partition_metadata
@@ -29,7 +33,7 @@ from storage.write.merge_rows import (
     written_part,
 )
 from storage.bloom.footer import written_by_arrow
-from storage.io.base_file_writer import BloomSeed, write_base_file
+from storage.io.base_file_writer import BloomSeed
 from storage.io.parquet import open_parquet
 from storage.io.request_metrics import counted_in_task
 from storage.meta_fields import (
@@ -38,6 +42,7 @@ from storage.meta_fields import (
 from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.markers import IOType, create_marker, delete_marker
+from storage.write.rolling_files import RollingBaseFiles
 from storage.write.task_context import (
     BUCKET_COLUMN,
     BucketTarget,
@@ -60,55 +65,60 @@ def task_ids() -> tuple[int, int, int]:
 
 
 def write_bucket(incoming: pa.Table, ctx: WriteTaskContext) -> HoodieWriteStat:
+    """`write_bucket_files` of a bucket known to fit one file: its write stat."""
+    stats = write_bucket_files(incoming, ctx)
+    if len(stats) != 1:
+        raise ValueError(f"the bucket was written to {len(stats)} files: use write_bucket_files")
+    return stats[0]
+
+
+def write_bucket_files(incoming: pa.Table, ctx: WriteTaskContext) -> list[HoodieWriteStat]:
+    """The bucket's write: its log files (merge-on-read appends) or its base files (a new file group, or the
+    merge into one), rolled over at the size limits; one write stat per file written."""
     started = time.time()
     placement = incoming.column(BUCKET_COLUMN)[0].as_py()
     target = ctx.targets[ctx.placement[placement]]
     if target.log is not None:
         return append_bucket(incoming, ctx, target, started)
     partition_id, stage_id, attempt_id = task_ids()
-    file_name = make_base_file_name(target.file_id, make_write_token(partition_id, stage_id, attempt_id), ctx.instant_time)
+    token = make_write_token(partition_id, stage_id, attempt_id)
     storage = ctx.storage
     data = incoming_rows(incoming, ctx)
     base, base_size = open_parquet(storage, target.base_file_path) if target.base_file_path else (None, 0)
     # a base file over hoodie.memory.merge.max.size is merged one row group at a time (storage.write.merge_handle)
     streaming = base is not None and base_size > ctx.merge_max_size
-    if not streaming:
-        old = stored_rows(base.read(), ctx) if base is not None else None
-        kept, writes, counts = merge_records(old, data, ctx)
-        if ctx.sort_records and kept is None:
-            writes = writes.sort_by([(RECORD_KEY, "ascending")])  # a bulk insert's sort mode
-        output = written_part(kept, writes, ctx, file_name, partition_id)
-    write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
-    create_marker(storage, ctx.marker_dir, target.partition_path, file_name,
-                  IOType.MERGE if target.base_file_path else IOType.CREATE)
-    path = join_path(ctx.base_path, target.partition_path, file_name)
-    if streaming:
-        from storage.write.merge_handle import stream_merge
+    base_rows = base.metadata.num_rows if base is not None else 0
+    # the stored rows' bytes each: the base file's data pages (its footer, bloom filter included, apart)
+    base_data = max(0, base_size - base.metadata.serialized_size - 12) if base is not None else 0
+    files = RollingBaseFiles(ctx, target.partition_path, partition_id, token, target.file_id,
+                             target.prev_commit if base is not None else NULL_COMMIT,
+                             IOType.MERGE if base is not None else IOType.CREATE,
+                             bytes_per_row=base_data / base_rows if base_rows else 0.0, measured=base_rows > 0)
+    try:
+        if streaming:
+            from storage.write.merge_handle import stream_merge_into
 
-        log.info("merging %s (%d bytes > %s=%d) one row group at a time", target.base_file_path, base_size,
-                 WK.MERGE_MAX_SIZE.key, ctx.merge_max_size)
-        written, counts, size = stream_merge(base, data, ctx, storage, path, file_name, partition_id)
-    else:
-        seed = bloom_seed(base, target.base_file_path, kept, counts, ctx) if base is not None else None
-        size = write_base_file(storage, path, output, ctx.bloom_settings, ctx.compression, ctx.row_group_bytes,
-                               ctx.populate_meta_fields, seed)
-        written = output.num_rows
-    storage.fsync(join_path(ctx.base_path, target.partition_path))  # the file's name is durable too
-    fail_task_once("write.task_after_file")
-    took = int((time.time() - started) * 1000)
-    return HoodieWriteStat(
-        fileId=target.file_id,
-        path=f"{target.partition_path}/{file_name}" if target.partition_path else file_name,
-        prevCommit=target.prev_commit if target.base_file_path else NULL_COMMIT,
-        numWrites=written,
-        numDeletes=counts["deletes"],
-        numUpdateWrites=counts["updates"],
-        numInserts=counts["inserts"],
-        totalWriteBytes=size,
-        partitionPath=target.partition_path,
-        fileSizeInBytes=size,
-        runtimeStats=RuntimeStats(0, took if base is not None else 0, took if base is None else 0),
-    )
+            log.info("merging %s (%d bytes > %s=%d) one row group at a time", target.base_file_path, base_size,
+                     WK.MERGE_MAX_SIZE.key, ctx.merge_max_size)
+            counts = stream_merge_into(base, data, ctx, files)
+        else:
+            old = stored_rows(base.read(), ctx) if base is not None else None
+            kept, writes, counts = merge_records(old, data, ctx)
+            if ctx.sort_records and kept is None:
+                writes = writes.sort_by([(RECORD_KEY, "ascending")])  # a bulk insert's sort mode
+            rows = (kept.num_rows if kept is not None else 0) + writes.num_rows
+            fits = files.expected_to_fit(rows)
+            if base is not None and fits:
+                files.seed_first(bloom_seed(base, target.base_file_path, kept, counts, ctx))
+            updates = counts["updates"]
+            if not fits and updates and old is not None:  # split over files: each file's own count of updates
+                updates = pc.fill_null(pc.is_in(writes.column(RECORD_KEY), value_set=old.column(RECORD_KEY)), False)
+            files.write(kept, writes, updates)
+        files.add_deletes(counts["deletes"])
+        return files.finish(counts, merged=base is not None)
+    except BaseException:
+        files.abort()
+        raise
 
 
 def bloom_seed(base: pq.ParquetFile, path: str, kept: pa.Table | None, counts: dict[str, int],
@@ -139,12 +149,12 @@ STAT_SCHEMA_DDL = "stat string"
 
 
 def write_bucket_udf(ctx: WriteTaskContext):
-    """The function given to `groupBy(...).applyInArrow`: one bucket in, one JSON write stat out."""
+    """The function given to `groupBy(...).applyInArrow`: one bucket in, one JSON write stat per file out."""
 
     def run(table: pa.Table) -> pa.Table:
         with counted_in_task(ctx.requests):
-            stat = write_bucket(table, ctx)
-        return pa.table({"stat": [json.dumps(stat.to_json_dict())]})
+            stats = write_bucket_files(table, ctx)
+        return pa.table({"stat": pa.array([json.dumps(s.to_json_dict()) for s in stats], pa.string())})
 
     return run
 
@@ -152,10 +162,15 @@ def write_bucket_udf(ctx: WriteTaskContext):
 # ----------------------------------------------------------------------------------------------- append handle
 
 
-def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget, started: float) -> HoodieWriteStat:
-    """Merge-on-read append handle: the bucket's upserts as Avro data blocks and its deletes as a delete block,
-    in a new log file of the target slice (a new version per write, as Hudi does on file systems without append)."""
-    from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetDataBlock
+def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarget,
+                  started: float) -> list[HoodieWriteStat]:
+    """Merge-on-read append handle: the bucket's upserts as data blocks (of at most
+    `hoodie.logfile.data.block.max.size` each) and its deletes as a delete block, in a new log file of the target
+    slice (a new version per write, as Hudi does on file systems without append). A file that reaches
+    `hoodie.logfile.max.size` is closed and the blocks that follow go to the next log version, as Hudi's
+    HoodieLogFormatWriter rolls over: each log file holds at most the limit plus one block. One write stat per log
+    file, as Hudi's append handle starts a new one for the file it rolled over to."""
+    from storage.file_group.log_block import DeleteBlock
 
     partition_id, stage_id, attempt_id = task_ids()
     token = make_write_token(partition_id, stage_id, attempt_id)
@@ -165,46 +180,93 @@ def append_bucket(incoming: pa.Table, ctx: WriteTaskContext, target: BucketTarge
     rows = written_part(None, writes, ctx, target.file_id, partition_id)
     storage = ctx.storage
     write_partition_metadata(storage, ctx.base_path, target.partition_path, ctx.instant_time)
-    blocks = []
-    if rows.num_rows and ctx.data_block_format == "parquet":
-        blocks.append(ParquetDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time,
-                                                  compression=ctx.compression))
-    elif rows.num_rows:
-        blocks.append(AvroDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time))
+    blocks = data_blocks(rows, ctx)  # (block, records)
     if deletes.num_rows:
         ordering_field = ctx.merge.ordering_field
         ordering = deletes.column(ordering_field) if ordering_field in deletes.column_names else None
         if ordering is not None:
             ordering = natural_order_for_delete_operation(deletes, ordering)
-        blocks.append(DeleteBlock.from_columns(deletes.column(RECORD_KEY), target.partition_path, ordering,
-                                               ctx.instant_time, ctx.avro_schema_json))
-    created = write_new_log_file(storage, ctx.base_path, ctx.marker_dir, target.partition_path, target.file_id,
-                                 target.log, token, blocks, ctx.data_block_max_size, ctx.instant_time)
-    log_name, size, results = created.name, created.size, created.results
-    storage.fsync(join_path(ctx.base_path, target.partition_path))
-    fail_task_once("write.task_after_file")
-    took = int((time.time() - started) * 1000)
-    rel = f"{target.partition_path}/{log_name}" if target.partition_path else log_name
+        blocks.append((DeleteBlock.from_columns(deletes.column(RECORD_KEY), target.partition_path, ordering,
+                                                ctx.instant_time, ctx.avro_schema_json), -deletes.num_rows))
     base_name = target.base_file_path.rsplit("/", 1)[-1] if target.base_file_path else ""
-    return HoodieWriteStat(
-        fileId=target.file_id,
-        path=rel,
-        prevCommit=target.log.named_by(ctx.instant_time),
-        numWrites=rows.num_rows,
-        numDeletes=deletes.num_rows,
-        numUpdateWrites=rows.num_rows,
-        numInserts=0,
-        totalWriteBytes=size,
-        partitionPath=target.partition_path,
-        totalLogRecords=rows.num_rows + deletes.num_rows,
-        totalLogBlocks=len(results),
-        fileSizeInBytes=size,
-        runtimeStats=RuntimeStats(0, 0, took),
-        logVersion=created.version,
-        logOffset=0,
-        baseFile=base_name,
-        logFiles=[log_name],
-    )
+    log_target = target.log
+    stats = []
+    for group in roll_over(blocks, ctx.log_file_max_size):
+        created = write_new_log_file(storage, ctx.base_path, ctx.marker_dir, target.partition_path, target.file_id,
+                                     log_target, token, [b for b, _ in group], ctx.data_block_max_size,
+                                     ctx.instant_time)
+        log_target = dataclasses.replace(log_target, version=created.version + 1)
+        storage.fsync(join_path(ctx.base_path, target.partition_path))
+        fail_task_once("write.task_after_file")
+        took = int((time.time() - started) * 1000)
+        started = time.time()
+        written = sum(n for _, n in group if n > 0)
+        deleted = -sum(n for _, n in group if n < 0)
+        rel = f"{target.partition_path}/{created.name}" if target.partition_path else created.name
+        stats.append(HoodieWriteStat(
+            fileId=target.file_id,
+            path=rel,
+            prevCommit=target.log.named_by(ctx.instant_time),
+            numWrites=written,
+            numDeletes=deleted,
+            numUpdateWrites=written,
+            numInserts=0,
+            totalWriteBytes=created.size,
+            partitionPath=target.partition_path,
+            totalLogRecords=written + deleted,
+            totalLogBlocks=len(created.results),
+            fileSizeInBytes=created.size,
+            runtimeStats=RuntimeStats(0, 0, took),
+            logVersion=created.version,
+            logOffset=0,
+            baseFile=base_name,
+            logFiles=[created.name],
+        ))
+    if len(stats) > 1:
+        sizes = ", ".join(str(s.fileSizeInBytes) for s in stats)
+        log.info("%s/%s: log rolled over at %s=%d into %d files (%s bytes)", target.partition_path, target.file_id,
+                 LogFileConfigKeys.LOG_FILE_MAX_SIZE.key, ctx.log_file_max_size, len(stats), sizes)
+    return stats
+
+
+def data_blocks(rows: pa.Table, ctx: WriteTaskContext) -> list[tuple[object, int]]:
+    """The rows as data blocks of at most `ctx.data_block_max_size` content bytes each (Hudi's append handle
+    flushes a block once its records reach that size), with their record counts."""
+    from storage.file_group.log_block import AvroDataBlock, ParquetDataBlock
+
+    if not rows.num_rows:
+        return []
+    if ctx.data_block_format == "parquet":
+        # Arrow's in-memory bytes bound the block's compressed parquet content
+        per_row = max(1, rows.nbytes // rows.num_rows)
+        step = max(1, ctx.data_block_max_size // per_row)
+        return [(ParquetDataBlock.from_table(rows.slice(i, step), ctx.avro_schema_json, ctx.instant_time,
+                                             compression=ctx.compression), min(step, rows.num_rows - i))
+                for i in range(0, rows.num_rows, step)]
+    block = AvroDataBlock.from_table(rows, ctx.avro_schema_json, ctx.instant_time)
+    return [(piece, piece.record_count()) for piece in block.split(ctx.data_block_max_size)]
+
+
+def block_bytes(block) -> int:
+    """The bytes `block` takes in a log file (storage.file_group.log_format.serialize_block), without encoding it."""
+    from storage.file_group.log_block import encode_metadata
+
+    return (6 + 8 + 4 + 4 + len(encode_metadata(block.header)) + 8 + len(block.read_content())
+            + len(encode_metadata(block.footer)) + 8)
+
+
+def roll_over(blocks: list[tuple[object, int]], max_size: int) -> list[list[tuple[object, int]]]:
+    """The blocks of each log file: a file takes blocks until it reaches `max_size` bytes (Hudi's writer rolls
+    over after the append that grew the file past the limit), so it holds at most the limit plus one block."""
+    files: list[list[tuple[object, int]]] = [[]]
+    size = 0
+    for block in blocks:
+        if files[-1] and size >= max_size:
+            files.append([])
+            size = 0
+        files[-1].append(block)
+        size += block_bytes(block[0])
+    return files
 
 
 def write_new_log_file(storage, base_path: str, marker_dir: str, partition_path: str, file_id: str,

@@ -25,6 +25,43 @@ class SmallFile:
     partition_path: str
     file_id: str
     size: int
+    rewrites_base: bool = False  # merge-on-read: inserts merge into a new base file (not appended to logs)
+
+
+# Hudi's hoodie.logfile.to.parquet.compression.ratio default: a log file's bytes as the parquet bytes they become
+LOG_TO_PARQUET_RATIO = 0.35
+
+
+@dataclass(frozen=True)
+class SliceSize:
+    """What the merge-on-read small-file rule reads of a latest file slice."""
+
+    partition_path: str
+    file_id: str
+    base_size: int | None  # None: the slice has no base file
+    log_sizes: tuple[int, ...] = ()
+
+
+def mor_small_files(slices: list[SliceSize], sizing: SizingConfig, can_index_logs: bool, candidates_limit: int,
+                    log_to_parquet_ratio: float = LOG_TO_PARQUET_RATIO) -> list[SmallFile]:
+    """The file slices of one partition that take inserts in a merge-on-read write (Hudi's
+    SparkUpsertDeltaCommitPartitioner.getSmallFiles). An index that can index log files finds records appended
+    to logs: every slice whose base file plus its logs (at their expected parquet size) stays below
+    `hoodie.parquet.max.file.size` takes inserts, appended to its logs. Otherwise (bloom, simple) only slices
+    without log files whose base file is below `hoodie.parquet.small.file.limit`, smallest first and at most
+    `hoodie.merge.small.file.group.candidates.limit` of them: their inserts are merged into a new base file."""
+    def size(s: SliceSize) -> int:
+        logs = int(sum(x for x in s.log_sizes if x > 0) * log_to_parquet_ratio)
+        return (s.base_size or 0) + logs
+
+    if can_index_logs:
+        return [SmallFile(s.partition_path, s.file_id, size(s)) for s in slices if size(s) < sizing.max_file_size]
+    if sizing.small_file_limit <= 0:
+        return []
+    eligible = sorted((s for s in slices if not s.log_sizes and s.base_size is not None
+                       and s.base_size < sizing.small_file_limit), key=lambda s: (s.base_size, s.file_id))
+    return [SmallFile(s.partition_path, s.file_id, s.base_size, rewrites_base=True)
+            for s in eligible[:max(0, candidates_limit)]]
 
 
 @dataclass
@@ -39,6 +76,9 @@ class BucketInfo:
     expected_inserts: int = 0
     expected_updates: int = 0
     bucket_number: int | None = None  # bucket index: the bucket whose records this file group holds
+    # merge-on-read: a small file slice (no log files) that takes inserts is merged into a new base file, as
+    # Hudi's delta commit merges the small files its partitioner picked when the index cannot index log files
+    rewrites_base: bool = False
 
 
 @dataclass
@@ -117,6 +157,11 @@ def plan_buckets(profile: WorkloadProfile, small_files: dict[str, list[SmallFile
     for partition in sorted(profile.inserts):
         _assign_inserts(partition, profile.inserts[partition], small_files.get(partition, []), sizing,
                         avg_record_size, buckets, by_group)
+    for partition, files in small_files.items():  # a picked small file is merged, its updates with its inserts
+        for sf in files:
+            bucket = by_group.get((partition, sf.file_id))
+            if sf.rewrites_base and bucket is not None:
+                bucket.rewrites_base = True
     return BucketPlan(buckets)
 
 

@@ -19,11 +19,12 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.commit_metadata import HoodieCommitMetadata
 from storage.timeline.instant import Action
 from storage.table.action_completion import ActionCompletion, complete_action
+from storage.write.operation import WriteOperationType
 
 log = logging.getLogger(__name__)
 
 ALTER_SCHEMA = "ALTER_SCHEMA"
-DELETE_PARTITION = "DELETE_PARTITION"
+DELETE_PARTITION = WriteOperationType.DELETE_PARTITION.metadata_name
 
 
 def _fire_callbacks(meta: HoodieTableMetaClient, instant_time: str, action: str, operation: str) -> None:
@@ -44,7 +45,7 @@ def commit_schema_change(meta: HoodieTableMetaClient, schema: pa.Schema) -> str:
                                             separators=(",", ":"))
     requested = timeline.create_requested(action, instant_time)
     inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=ALTER_SCHEMA).to_bytes(
-        timeline.layout_version))
+        meta.table_config.version))
     complete_action(ActionCompletion.of_commit(meta, inflight, md, ALTER_SCHEMA))
     meta.reload()
     _fire_callbacks(meta, instant_time, action, ALTER_SCHEMA)
@@ -55,8 +56,7 @@ def commit_schema_change(meta: HoodieTableMetaClient, schema: pa.Schema) -> str:
 def commit_delete_partitions(meta: HoodieTableMetaClient, partitions: list[str] | None) -> str | None:
     """A DELETE_PARTITION replacecommit replacing every file group of `partitions` (None: of every partition).
     None when there is nothing to replace."""
-    from storage.avro.container import write_avro_container
-    from storage.avro.models import HOODIE_REQUESTED_REPLACE_METADATA
+    from storage.write.commit import requested_content
 
     view = FileSystemView(meta)
     wanted = None if partitions is None else set(partitions)
@@ -69,15 +69,14 @@ def commit_delete_partitions(meta: HoodieTableMetaClient, partitions: list[str] 
         return None
     timeline = meta.active_timeline
     instant_time = timeline.new_instant_time()
-    requested = timeline.create_requested(Action.REPLACE_COMMIT, instant_time, write_avro_container(
-        HOODIE_REQUESTED_REPLACE_METADATA, {"operationType": DELETE_PARTITION, "clusteringPlan": None,
-                                            "extraMetadata": {}, "version": 1}))
+    requested = timeline.create_requested(Action.REPLACE_COMMIT, instant_time, requested_content(
+        WriteOperationType.DELETE_PARTITION, meta.table_config.version))
     md = HoodieCommitMetadata(operationType=DELETE_PARTITION, partitionToReplaceFileIds=replaced)
     schema = _latest_schema(meta)
     if schema:
         md.extraMetadata["schema"] = schema
     inflight = timeline.transition_to_inflight(requested, HoodieCommitMetadata(operationType=DELETE_PARTITION).to_bytes(
-        timeline.layout_version))
+        meta.table_config.version))
     complete_action(ActionCompletion.of_commit(meta, inflight, md, DELETE_PARTITION))
     meta.reload()
     _fire_callbacks(meta, instant_time, Action.REPLACE_COMMIT, DELETE_PARTITION)

@@ -12,7 +12,7 @@ from storage.avro.schema_converter import arrow_to_avro_schema
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.exception import HoodieWriteError
-from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE
+from storage.file_group.log_format import DATA_BLOCK_FORMAT, DATA_BLOCK_MAX_SIZE, LOG_FILE_MAX_SIZE
 from storage.bloom import BloomFilterSettings
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
@@ -105,6 +105,9 @@ class WriteTaskContext(BaseFileTaskSettings):
     sort_records: bool = False  # hoodie.bulkinsert.sort.mode GLOBAL_SORT / PARTITION_SORT: new files sorted by key
     merge_max_size: int = WK.MERGE_MAX_SIZE.default  # hoodie.memory.merge.max.size: larger base files merge streamed
     records_per_file: int = 0  # a bulk insert without a plan (storage.write.bulk_insert_handle): rolls over here
+    max_file_size: int = WK.PARQUET_MAX_FILE_SIZE.default  # base files roll over at this size (rolling_files)
+    avg_record_size: int = 1024  # the table's bytes per record (recent commits): a new file's first guess
+    log_file_max_size: int = LOG_FILE_MAX_SIZE.default  # hoodie.logfile.max.size: appends roll to the next version
     task_keys: KeyGenerator | None = None  # set: the tasks compute record keys and partition paths in Arrow
     combine_by: tuple[str, ...] = ()  # set: the tasks combine a key's records, the greatest of these columns wins
 
@@ -142,12 +145,16 @@ def build_task_context(meta: HoodieTableMetaClient, config: HoodieConfig, settin
         storage_options=meta.storage_options,
         requests=requests,
         merge_max_size=config.get(WK.MERGE_MAX_SIZE),
+        max_file_size=config.get(WK.PARQUET_MAX_FILE_SIZE),
+        avg_record_size=max(1, int(avg_record_size)),
+        log_file_max_size=int(config.get(LOG_FILE_MAX_SIZE)),
     )
 
 
 def bucket_targets(meta: HoodieTableMetaClient, plan: BucketPlan, fs_view: FileSystemView,
                    is_mor: bool) -> dict[int, BucketTarget]:
-    """Per bucket: the file group it writes, its latest base file and (merge-on-read updates) the log to create."""
+    """Per bucket: the file group it writes, its latest base file and (merge-on-read updates) the log to create;
+    a merge-on-read small file that takes inserts is merged into a new base file instead (`rewrites_base`)."""
     latest = {(s.partition_path, s.file_id): s for s in fs_view.latest_file_slices()}
     own_logs = HoodieTableVersion.of(meta).log_file_per_write
     pending = pending_compaction_instants(meta) if is_mor and not own_logs else {}
@@ -156,7 +163,7 @@ def bucket_targets(meta: HoodieTableMetaClient, plan: BucketPlan, fs_view: FileS
         slice_ = latest.get((b.partition_path, b.file_id)) if b.bucket_type is BucketType.UPDATE else None
         base = slice_.base_file if slice_ else None
         log = None
-        if is_mor and slice_ is not None:
+        if is_mor and slice_ is not None and not b.rewrites_base:
             # table version 8+: the log is the write's own; the file slice it joins follows from its completion time
             log = LogTarget(None, 1) if own_logs else _log_target(slice_, pending.get((b.partition_path,
                                                                                                  b.file_id)))
@@ -170,7 +177,7 @@ def bucket_costs(plan: BucketPlan, fs_view: FileSystemView, is_mor: bool, avg_re
     sizes = {(s.partition_path, s.file_id): s.base_file.size for s in fs_view.latest_file_slices() if s.base_file}
     costs = []
     for b in plan.buckets:
-        rewrites = b.bucket_type is BucketType.UPDATE and not is_mor
+        rewrites = b.bucket_type is BucketType.UPDATE and (not is_mor or b.rewrites_base)
         rewritten = sizes.get((b.partition_path, b.file_id), 0) if rewrites else 0
         costs.append(float(rewritten + (b.expected_updates + b.expected_inserts) * avg_record_size))
     return costs

@@ -333,7 +333,9 @@ class WriteOperation:
         instant_time = requested.timestamp
         ctx = dataclasses.replace(ctx, instant_time=instant_time, marker_dir=meta.marker_dir(instant_time),
                                   sort_records=sort_mode(self.config, op).sorts_files,
-                                  records_per_file=located.rolling.records_per_file if located.rolling else 0,
+                                  # bytes decide where files end; a record count only without auto split
+                                  records_per_file=located.rolling.records_per_file
+                                  if located.rolling and not located.sizes.config.auto_split else 0,
                                   task_keys=_task_keys(located.rolling, settings, prepared.schema),
                                   combine_by=prepared.combine_by)
         try:
@@ -358,7 +360,8 @@ class WriteOperation:
             instant_time = timeline.new_instant_time()
             heartbeat = Heartbeat(meta.storage, meta.meta_path, instant_time, HeartbeatSettings.of(self.config)).start()
             try:
-                requested = timeline.create_requested(action, instant_time, requested_content(self.operation))
+                requested = timeline.create_requested(action, instant_time, requested_content(self.operation,
+                                                                                      meta.table_config.version))
             except BaseException:
                 heartbeat.stop()
                 raise
@@ -375,7 +378,7 @@ class WriteOperation:
             # tasks that name their own files have no plan to record (Hudi's row writer leaves the inflight empty)
             workload = BucketPlan([]) if located.rolling else located.plan
             inflight = timeline.transition_to_inflight(requested,
-                                                      inflight_content(op, workload, timeline.layout_version))
+                                                      inflight_content(op, workload, meta.table_config.version))
             crash_point("write.after_inflight")
             if located.rolling:
                 stats = _run_rolling_writes(prepared.records, ctx, located.rolling.tasks)  # nothing to locate

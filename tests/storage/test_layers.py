@@ -3,7 +3,7 @@
 Layers, lowest first (a module may import its own layer and the ones below):
   0  the package's base modules (config, exception, meta_fields, fs_utils, arrow_util) and testing
   1  io, avro, bloom, file_group, keygen, merge, layout, engine   - bytes and formats
-  2  table, timeline                                              - the table and its timeline
+  2  table, timeline, metadata                                    - the table, its timeline, metadata-table records
   3  transaction, index, read, callback                           - what writers and readers share
   4  write                                                        - the write path
   5  table_service                                                - compaction, clean, clustering, ...
@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERS = {
     **{name: 0 for name in ("(base)", "testing")},
     **{name: 1 for name in ("io", "avro", "bloom", "file_group", "keygen", "merge", "layout", "engine")},
-    **{name: 2 for name in ("table", "timeline")},
+    **{name: 2 for name in ("table", "timeline", "metadata")},
     **{name: 3 for name in ("transaction", "index", "read", "callback")},
     "write": 4,
     "table_service": 5,

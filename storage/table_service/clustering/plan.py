@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from storage.avro.container import write_avro_container
-from storage.avro.models import HOODIE_REQUESTED_REPLACE_METADATA
+from storage.avro.models import field_names, models_for
 from storage.config import ClusteringConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
@@ -191,5 +191,10 @@ def plan_record(groups: list[ClusteringGroup], cfg: ClusteringPlanConfig) -> dic
     }
 
 
-def encode_plan(record: dict[str, Any]) -> bytes:
-    return write_avro_container(HOODIE_REQUESTED_REPLACE_METADATA, record)
+def encode_plan(record: dict[str, Any], table_version: int) -> bytes:
+    """The requested clustering instant's content, in the schema of the Hudi release that writes `table_version`
+    (1.1 records the partitions it skipped while scheduling: none here)."""
+    models = models_for(table_version)
+    if "missingSchedulePartitions" in field_names(models["HoodieClusteringPlan"]):
+        record = {**record, "clusteringPlan": {**record["clusteringPlan"], "missingSchedulePartitions": []}}
+    return write_avro_container(models["HoodieRequestedReplaceMetadata"], record)

@@ -93,7 +93,7 @@ def _schedule_locked(meta: HoodieTableMetaClient, cfg: ClusteringPlanConfig) -> 
         return None
     instant_time = meta.active_timeline.new_instant_time()
     meta.active_timeline.create_requested(HoodieTableVersion.of(meta).clustering_action, instant_time,
-                                          encode_plan(plan_record(groups, cfg)))
+                                          encode_plan(plan_record(groups, cfg), meta.table_config.version))
     log.info("scheduled clustering %s of %s: %d groups, %d file slices", instant_time, meta.base_path, len(groups),
              sum(len(g.slices) for g in groups))
     return instant_time

@@ -63,7 +63,8 @@ def convert_content(instant: HoodieInstant, data: bytes, layout_version: int) ->
     metadata = HoodieCommitMetadata.from_bytes(data)
     if instant.action == Action.REPLACE_COMMIT and instant.is_completed and metadata.partitionToReplaceFileIds is None:
         metadata.partitionToReplaceFileIds = {}  # a completed replacecommit keeps its replace form
-    return metadata.to_bytes(layout_version)
+    # the layout changes in the 6 <-> 8 step of Hudi's upgrade chain, so version 8's form (1.0's schemas)
+    return metadata.to_bytes(8 if layout_version >= 2 else 6)
 
 
 def completion_from_mtime(instant: HoodieInstant, mtime: float) -> str:
@@ -115,7 +116,7 @@ def _commit_bytes(record: dict[str, Any] | None, replace: bool) -> bytes | None:
     metadata = HoodieCommitMetadata.from_dict(record)
     if replace and metadata.partitionToReplaceFileIds is None:
         metadata.partitionToReplaceFileIds = {}
-    return metadata.to_bytes(2)
+    return metadata.to_bytes(8)  # the 6 -> 8 step converts the archive
 
 
 def _lsm_row(group: list) -> LSMTimelineInstant | None:

@@ -36,15 +36,26 @@ def violations(source: str) -> list[str]:
     return found
 
 
+# Local files that are not the table's: each module, and why it may touch the OS directly.
+LOCAL_SCRATCH = {
+    "storage/merge/spillable_map.py": "spill files of one merge in hoodie.memory.spillable.map.path, on the task's "
+                                      "local disk, never in table storage",
+    "storage/transaction/storage_lock_provider.py": "the local-file form of the storage-based lock needs an "
+                                                    "exclusive hard link and an OS file lock, which HoodieStorage "
+                                                    "does not offer (its S3 form goes through storage/io)",
+}
+
+
 def test_storage_modules_use_the_storage_layer():
     problems = {}
     for path in sorted(STORAGE.rglob("*.py")):
         if path.relative_to(STORAGE).parts[0] == "io":
             continue
         found = violations(path.read_text())
-        if found:
+        if found and str(path.relative_to(STORAGE.parent)) not in LOCAL_SCRATCH:
             problems[str(path.relative_to(STORAGE.parent))] = found
     assert problems == {}, "direct file access outside storage/io: " + repr(problems)
+    assert all((STORAGE.parent / name).exists() for name in LOCAL_SCRATCH), "an exemption outlived its module"
 
 
 def test_the_check_catches_direct_access():

@@ -41,6 +41,8 @@ WRITE = {
     "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.precombine.field": "ts",
     "hoodie.datasource.write.partitionpath.field": "dt",
     "hoodie.parquet.max.file.size": str(ROWS_PER_FILE * 1024), "hoodie.copyonwrite.record.size.estimate": "1024",
+    # files of ROWS_PER_FILE records: the bulk insert rolls by record count (by bytes, 40k rows fill ~8 files)
+    "hoodie.copyonwrite.insert.auto.split": "false", "hoodie.copyonwrite.insert.split.size": str(ROWS_PER_FILE),
     # Hudi's default bloom filter (60000 entries) is ~430 KB of footer: it would be nearly all of each small file
     "hoodie.index.bloom.num_entries": "100", "hoodie.bloom.index.filter.dynamic.max.entries": "10000",
 }

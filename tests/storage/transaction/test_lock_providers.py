@@ -96,8 +96,8 @@ def test_file_system_lock_expiry_and_path(tmp_path):
 def test_unknown_provider_and_registry(tmp_path):
     assert {IN_PROCESS, FS} <= set(registered_lock_providers())
     ctx = LockContext(str(tmp_path), str(tmp_path), HoodieStorage.for_path("/"),
-                      HoodieConfig.of({LK.PROVIDER.key: "org.apache.hudi.client.transaction.lock.ZookeeperBasedLockProvider"}))
-    with pytest.raises(HoodieLockError, match="ZookeeperBasedLockProvider.*not available.*FileSystemBasedLockProvider"):
+                      HoodieConfig.of({LK.PROVIDER.key: "org.apache.hudi.client.transaction.lock.NoSuchLockProvider"}))
+    with pytest.raises(HoodieLockError, match="NoSuchLockProvider.*not available.*FileSystemBasedLockProvider"):
         create_lock_provider(ctx)
     simple = LockContext(str(tmp_path), str(tmp_path), HoodieStorage.for_path("/"),
                          HoodieConfig.of({LK.PROVIDER.key: "InProcessLockProvider"}))

@@ -24,10 +24,11 @@ OCC = {"hoodie.write.concurrency.mode": "optimistic_concurrency_control",
        "hoodie.write.lock.provider": "org.apache.hudi.client.transaction.lock.InProcessLockProvider"}
 
 
-def _opts(name, mor=False):
+def _opts(name, mor=False, version=6):
     return {"hoodie.table.name": name, "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
-            "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE", **OCC}
+            "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE",
+            "hoodie.write.table.version": str(version), **OCC}
 
 
 def _write(spark, path, batch, opts, operation="upsert"):
@@ -121,12 +122,37 @@ def test_disjoint_writes_both_commit(spark, tmp_path, monkeypatch):
     _clean_timeline(path)
 
 
-def test_compaction_scheduled_under_a_running_write(spark, tmp_path, monkeypatch):
+def test_a_writer_that_started_earlier_but_completed_later_conflicts(spark, tmp_path, monkeypatch):
+    """Completion-time semantics of conflict detection (table version 9: completion times in the timeline):
+    A requests first, B second; A completes after B started. A's request time is before B's, so only its
+    completion time shows B did not see it: B must lose on the shared file group, not overwrite A's update."""
+    path = tmp_path / "t"
+    opts = _opts("t", version=9)
+    state = {}
+    base = [(i, "v0", 1, "p") for i in range(3)]
+    _write(spark, path, base, opts)
+    apply_batch(state, base, ordering=2)
+    first = PausedWrite(monkeypatch, spark, path, [(1, "A", 2, "p")], opts)
+    second = PausedWrite(monkeypatch, spark, path, [(2, "B", 2, "p")], opts)
+    assert first.resume() is None
+    apply_batch(state, [(1, "A", 2, "p")], ordering=2)
+    error = second.resume()
+    meta = HoodieTableMetaClient.load(str(path))
+    a = meta.timeline.completed().last()
+    assert isinstance(error, HoodieWriteConflictError) and error.winner == a.timestamp, error
+    assert a.timestamp < error.instant_time < a.completion_time  # B requested between A's request and completion
+    assert _table_rows(path) == _expect(state)
+    _clean_timeline(path)
+
+
+@pytest.mark.parametrize("version", [6, 8])
+def test_compaction_scheduled_under_a_running_write(spark, tmp_path, monkeypatch, version):
     """Single writer: scheduling is refused while a deltacommit is inflight (as Hudi). Optimistic concurrency:
     the compaction may go ahead; the deltacommit that planned its log against the compacted slice then fails
-    with a conflict instead of having its update dropped by readers."""
+    with a conflict instead of having its update dropped by readers (as Hudi's strategy decides at every table
+    version: a compaction scheduled after the write began, on its file groups)."""
     path = tmp_path / "m"
-    opts = _opts("m", mor=True)
+    opts = _opts("m", mor=True, version=version)
     state = {}
     for batch in ([(i, "v0", 1, "p") for i in range(3)], [(0, "v1", 2, "p")]):
         _write(spark, path, batch, opts)
