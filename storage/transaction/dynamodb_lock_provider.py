@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from storage.config import LockConfigKeys as LK
 from storage.exception import HoodieLockError
+from storage.transaction.lease_renewal import LeaseRenewal
 from storage.transaction.lock_provider import (
     LockContext,
     LockProvider,
@@ -98,9 +99,7 @@ class DynamoDBBasedLockProvider(LockProvider):
         self._table_ready = False
         self._held: Lease | None = None
         self._state = threading.Lock()  # between the caller's thread and the heartbeat
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
-        self._lost = threading.Event()
+        self._renewal = LeaseRenewal(f"dynamodb-lock-heartbeat-{self.owner[:8]}")
         self._seen: tuple[str, float] | None = None  # (RVN of another holder, when first seen)
 
     @property
@@ -210,8 +209,7 @@ class DynamoDBBasedLockProvider(LockProvider):
         with self._state:
             self._held = Lease(self.owner, rvn, self.settings.lease_s)
         self._seen = None
-        self._lost.clear()
-        self._start_heartbeat()
+        self._renewal.start(self.settings.lease_s / 3, self._renew)
         return True
 
     def _lease_ran_out(self, current: Lease) -> bool:
@@ -222,21 +220,10 @@ class DynamoDBBasedLockProvider(LockProvider):
             return False
         return now - self._seen[1] >= current.lease_s
 
-    def _start_heartbeat(self) -> None:
-        self._stop.clear()
-        self._heartbeat = threading.Thread(target=self._beat, name=f"dynamodb-lock-heartbeat-{self.owner[:8]}",
-                                           daemon=True)
-        self._heartbeat.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.settings.lease_s / 3):
-            if not self._renew():
-                return
-
     def _renew(self) -> bool:
         """A new RVN on our item; False when the lease was taken over (the heartbeat then stops)."""
         with self._state:
-            if self._held is None or self._stop.is_set():
+            if self._held is None or self._renewal.stopped:
                 return False
             rvn = str(uuid.uuid4())
             try:
@@ -250,7 +237,7 @@ class DynamoDBBasedLockProvider(LockProvider):
                 log.warning("%s: heartbeat failed, retrying: %s", self.lock_name, exc)
                 return True
             if result.get("conditional_failed"):
-                self._lost.set()
+                self._renewal.mark_lost()
                 log.error("%s: lease taken over by another writer after missed heartbeats", self.lock_name)
                 return False
             self._held = Lease(self.owner, rvn, self.settings.lease_s)
@@ -259,13 +246,10 @@ class DynamoDBBasedLockProvider(LockProvider):
     @property
     def lost(self) -> bool:
         """True when another writer took the lease over while this provider believed it held it."""
-        return self._lost.is_set()
+        return self._renewal.lost
 
     def unlock(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join(timeout=30)
-            self._heartbeat = None
+        self._renewal.stop()
         with self._state:
             held, self._held = self._held, None
         if held is None:

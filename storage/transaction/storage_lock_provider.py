@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from storage.config import LockConfigKeys as LK
 from storage.exception import HoodieIOError, HoodieLockError
 from storage.io.storage_location import parse_location
+from storage.transaction.lease_renewal import LeaseRenewal
 from storage.transaction.lock_provider import (
     LockContext,
     LockProvider,
@@ -190,9 +191,7 @@ class StorageBasedLockProvider(LockProvider):
         self.owner = f"{uuid.uuid4()}@{socket.gethostname()}:{os.getpid()}"
         self._state = threading.Lock()  # between the caller's thread and the heartbeat
         self._held: LockFile | None = None
-        self._stop = threading.Event()
-        self._heartbeat: threading.Thread | None = None
-        self._lost = threading.Event()
+        self._renewal = LeaseRenewal(f"storage-lock-heartbeat-{self.owner[:8]}")
 
     @property
     def lock_name(self) -> str:
@@ -233,28 +232,16 @@ class StorageBasedLockProvider(LockProvider):
             return False  # another writer changed the file first
         with self._state:
             self._held = written
-        self._lost.clear()
-        self._start_heartbeat()
+        self._renewal.start(self.settings.heartbeat_s, self._renew)
         return True
 
     def _fresh(self) -> LockData:
         return LockData(False, _now_ms() + int(self.settings.validity_s * 1000), self.owner)
 
-    def _start_heartbeat(self) -> None:
-        self._stop.clear()
-        self._heartbeat = threading.Thread(target=self._beat, name=f"storage-lock-heartbeat-{self.owner[:8]}",
-                                           daemon=True)
-        self._heartbeat.start()
-
-    def _beat(self) -> None:
-        while not self._stop.wait(self.settings.heartbeat_s):
-            if not self._renew():
-                return
-
     def _renew(self) -> bool:
         """Extend validUntil; False when the lock was taken over (the heartbeat then stops)."""
         with self._state:
-            if self._held is None or self._stop.is_set():
+            if self._held is None or self._renewal.stopped:
                 return False
             try:
                 renewed = self.client.write(self._fresh(), self._held)
@@ -262,7 +249,7 @@ class StorageBasedLockProvider(LockProvider):
                 log.warning("%s: renewal failed, retrying: %s", self.lock_name, exc)
                 return True
             if renewed is None:
-                self._lost.set()
+                self._renewal.mark_lost()
                 log.error("%s: taken over by another writer after this holder failed to renew it", self.lock_name)
                 return False
             self._held = renewed
@@ -271,13 +258,10 @@ class StorageBasedLockProvider(LockProvider):
     @property
     def lost(self) -> bool:
         """True when another writer took the lock over while this provider believed it held it."""
-        return self._lost.is_set()
+        return self._renewal.lost
 
     def unlock(self) -> None:
-        self._stop.set()
-        if self._heartbeat is not None:
-            self._heartbeat.join(timeout=30)
-            self._heartbeat = None
+        self._renewal.stop()
         with self._state:
             held, self._held = self._held, None
         if held is None:
