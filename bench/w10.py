@@ -131,16 +131,16 @@ def writer_main(writer: int, path: str, commits: int, rows: int, barrier, queue)
 
 def _write_commits(report: WriterReport, path: str, commits: int, rows: int, barrier) -> None:
     import numpy as np
-    from pyspark.sql import SparkSession
 
-    import storage  # noqa: F401 - registers the hudi data source
+    import sqlext
     from storage.exception import HoodieWriteConflictError
 
     logging.basicConfig(level=logging.WARNING)
     writer = report.writer
-    spark = (SparkSession.builder.master("local[1]").appName(f"w10-{writer}")
-             .config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions", "2")
-             .config("spark.driver.memory", "1g").getOrCreate())
+    # the hudi data source of a plain local session; no metastore (the table is written by path)
+    spark = sqlext.session(master="local[1]", warehouse=os.path.join(os.path.dirname(path), f"warehouse-{writer}"),
+                           conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "2",
+                                 "spark.ui.showConsoleProgress": "false"}, metastore=False)
     spark.sparkContext.setLogLevel("ERROR")
     rng, next_key, opts = np.random.default_rng(42 + writer), 0, options(writer)
     if writer != 0:
