@@ -26,6 +26,7 @@ from storage.config import LockConfigKeys as LK
 from storage.exception import HoodieLockError
 from storage.transaction.lease_renewal import LeaseRenewal
 from storage.transaction.lock_provider import (
+    poll_until,
     LockContext,
     LockProvider,
     register_lock_provider,
@@ -175,13 +176,7 @@ class DynamoDBBasedLockProvider(LockProvider):
         if self._held is not None:
             raise HoodieLockError(f"{self.lock_name} is already held by this provider ({self.owner})")
         self._ensure_table()
-        deadline = time.monotonic() + max(timeout_s, 0)
-        while True:
-            if self._try_once():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(min(self.settings.retry_wait_s, self.settings.lease_s / 3, max(deadline - time.monotonic(), 0)))
+        return poll_until(self._try_once, timeout_s, min(self.settings.retry_wait_s, self.settings.lease_s / 3))
 
     def _read(self) -> Lease | None:
         item = self._call("get_item", Key={KEY: {"S": self.settings.partition_key}}, ConsistentRead=True).get("Item")

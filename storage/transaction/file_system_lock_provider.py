@@ -15,7 +15,7 @@ import uuid
 
 from storage.config import LockConfigKeys as LK
 from storage.exception import HoodieFileAlreadyExistsError, HoodieLockError
-from storage.transaction.lock_provider import LockContext, LockProvider, register_lock_provider
+from storage.transaction.lock_provider import LockContext, LockProvider, register_lock_provider, poll_until
 
 CLASS_NAME = "org.apache.hudi.client.transaction.lock.FileSystemBasedLockProvider"
 LOCK_FILE_NAME = "lock"
@@ -34,13 +34,7 @@ class FileSystemBasedLockProvider(LockProvider):
         self._token = ""
 
     def try_lock(self, timeout_s: float) -> bool:
-        deadline = time.monotonic() + max(timeout_s, 0)
-        while True:
-            if self._try_once():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(_POLL_S)
+        return poll_until(self._try_once, timeout_s, _POLL_S)
 
     def _try_once(self) -> bool:
         self._remove_if_expired()

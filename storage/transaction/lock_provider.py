@@ -9,6 +9,7 @@ loads providers by class name.
 from __future__ import annotations
 
 import logging
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Callable
@@ -56,6 +57,19 @@ class LockProvider(ABC):
     def owner_info(self) -> str:
         """Who holds the lock now, when the provider can tell ("" otherwise)."""
         return ""
+
+
+def poll_until(try_once: Callable[[], bool], timeout_s: float, interval_s: float) -> bool:
+    """`try_once()` until it answers True or `timeout_s` passed (one try at least), `interval_s` apart: the
+    acquire loop of the providers whose service cannot wait on the caller's behalf."""
+    deadline = time.monotonic() + max(timeout_s, 0)
+    while True:
+        if try_once():
+            return True
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return False
+        time.sleep(min(interval_s, left))
 
 
 LockProviderFactory = Callable[[LockContext], LockProvider]

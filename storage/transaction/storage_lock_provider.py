@@ -27,6 +27,7 @@ from storage.exception import HoodieIOError, HoodieLockError
 from storage.io.storage_location import parse_location
 from storage.transaction.lease_renewal import LeaseRenewal
 from storage.transaction.lock_provider import (
+    poll_until,
     LockContext,
     LockProvider,
     register_lock_provider,
@@ -212,13 +213,7 @@ class StorageBasedLockProvider(LockProvider):
     def try_lock(self, timeout_s: float) -> bool:
         if self._held is not None:
             raise HoodieLockError(f"{self.lock_name} is already held by this provider ({self.owner})")
-        deadline = time.monotonic() + max(timeout_s, 0)
-        while True:
-            if self._try_once():
-                return True
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(min(self.settings.retry_wait_s, max(deadline - time.monotonic(), 0)))
+        return poll_until(self._try_once, timeout_s, self.settings.retry_wait_s)
 
     def _try_once(self) -> bool:
         current = self._io(self.client.read)
