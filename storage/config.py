@@ -139,11 +139,14 @@ class TableConfigKeys:
     TIMELINE_TIMEZONE = _ignored("hoodie.table.timeline.timezone", "UTC", str, "instant times are always UTC")
     BASE_FILE_FORMAT = _ignored("hoodie.table.base.file.format", "PARQUET", str, "base files are always parquet")
     LOG_FILE_FORMAT = _ignored("hoodie.table.log.file.format", "HOODIE_LOG", str, "log files are always Hudi's log format")
-    METADATA_PARTITIONS = _ignored("hoodie.table.metadata.partitions", None, str,
-                                   "no metadata table is written or read; files are listed (a write to a table "
-                                   "with one removes it: storage.table.metadata_table)")
-    METADATA_PARTITIONS_INFLIGHT = _ignored("hoodie.table.metadata.partitions.inflight", None, str,
-                                            "no metadata table partition is built here")
+    METADATA_PARTITIONS = _prop("hoodie.table.metadata.partitions", None, str,
+                                doc="the metadata table partitions readers may use (files, column_stats, "
+                                    "partition_stats are kept in step by writers with hoodie.metadata.enable=true: "
+                                    "storage.metadata.metadata_writer; a writer with it disabled removes the "
+                                    "metadata table and clears this list)")
+    METADATA_PARTITIONS_INFLIGHT = _prop("hoodie.table.metadata.partitions.inflight", None, str,
+                                         doc="metadata table partitions being built (empty: a partition is built "
+                                             "before it is listed in hoodie.table.metadata.partitions)")
 
 
 class WriteConfigKeys:
@@ -592,6 +595,40 @@ class LogFileConfigKeys:
         doc="Size in bytes at which the writer of a file slice rolls over to the next log file version.")
 
 
+class MetadataConfigKeys:
+    """Apache Hudi's metadata-table options (`HoodieMetadataConfig`), used by storage/metadata/metadata_writer.py:
+    whether a writer keeps the table's metadata table (`.hoodie/metadata`) in step, and which of its partitions;
+    and by readers: whether the file-system view lists files through it (storage/table/fs_view.py)."""
+
+    ENABLE = _prop("hoodie.metadata.enable", False, parse_bool,
+                   doc="writers keep the metadata table (files, column_stats, partition_stats) in step with every "
+                       "action of a table version 8/9 table; false removes an existing one before the write, as "
+                       "Hudi does for a writer with it disabled. Hudi's default is true; this engine's is false "
+                       "until the write cost is measured (table version 6: always removed). On a read: whether "
+                       "to list the table's files through its metadata table, default true (READER_ENABLE)")
+    READER_ENABLE = _prop("hoodie.metadata.enable", True, parse_bool,
+                          doc="readers (and the file listings of writers and table services, whose MDT is kept in "
+                              "step or removed first) list the table's files through its metadata table's files "
+                              "partition when the table has one (Hudi's reader default: true); false on a read "
+                              "lists the partition directories")
+    COLUMN_STATS_ENABLE = _prop("hoodie.metadata.index.column.stats.enable", False, parse_bool,
+                                doc="keep the column_stats partition: min/max/null counts of every data file's "
+                                    "columns, from parquet footers (base files) and log records (log files)")
+    COLUMN_STATS_COLUMNS = _prop("hoodie.metadata.index.column.stats.column.list", None, parse_list,
+                                 doc="the columns column_stats indexes (unset: every top-level column but "
+                                     "_hoodie_commit_seqno and _hoodie_file_name, up to max.columns.to.index)")
+    COLUMN_STATS_MAX_COLUMNS = _prop("hoodie.metadata.index.column.stats.max.columns.to.index", 32, int)
+    COLUMN_STATS_FILE_GROUP_COUNT = _prop("hoodie.metadata.index.column.stats.file.group.count", 2, int,
+                                          doc="file groups of the column_stats partition when it is created")
+    PARTITION_STATS_ENABLE = _prop("hoodie.metadata.index.partition.stats.enable", False, parse_bool,
+                                   doc="keep the partition_stats partition (needs column_stats; partitioned "
+                                       "tables only): per partition and column, the stats of its latest slices")
+    PARTITION_STATS_FILE_GROUP_COUNT = _prop("hoodie.metadata.index.partition.stats.file.group.count", 1, int)
+    COMPACT_MAX_DELTA_COMMITS = _prop("hoodie.metadata.compact.max.delta.commits", 10, int,
+                                      doc="the metadata table is compacted (new HFile base files) after this many "
+                                          "deltacommits since its last compaction")
+
+
 class MemoryConfigKeys:
     """Apache Hudi's memory options (`HoodieMemoryConfig`, the disk map of `HoodieCommonConfig`): how much of a
     log merge (MOR snapshot read, compaction) is held in memory before it spills to local disk."""
@@ -637,7 +674,7 @@ class SparkSqlConfigKeys:
 KEY_CLASSES: tuple[type, ...] = (
     TableConfigKeys, WriteConfigKeys, LockConfigKeys, ReadConfigKeys, TimestampKeyGeneratorKeys, HiveSyncConfigKeys,
     CompactionConfigKeys, ClusteringConfigKeys, WriteCommitCallbackConfigKeys, CleanConfigKeys, ArchivalConfigKeys, LogFileConfigKeys,
-    MemoryConfigKeys, SparkSqlConfigKeys)
+    MetadataConfigKeys, MemoryConfigKeys, SparkSqlConfigKeys)
 
 
 class ConfigRegistry:

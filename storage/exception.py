@@ -129,6 +129,11 @@ class HoodieCorruptedMetadataError(HoodieError, ValueError):
     not match; names the file."""
 
 
+class HoodieMetadataNotAvailableError(HoodieError, LookupError):
+    """The metadata table (or the partition of it a reader asked for) is not there or not enabled in the data
+    table's `hoodie.table.metadata.partitions`: the caller lists storage instead."""
+
+
 class HoodieTableServiceError(HoodieError, ValueError):
     """A table service (clean, archival, savepoint, restore) was rejected: bad options, a missing instant, a
     table version we do not write; nothing was changed."""

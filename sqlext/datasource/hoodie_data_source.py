@@ -105,7 +105,7 @@ class _ReadPlan:
     @classmethod
     def of(cls, path: str, options: dict[str, str], plan_slices: bool = True) -> "_ReadPlan":
         from storage.config import HoodieConfig
-        from storage.config import ReadConfigKeys as RK
+        from storage.config import MetadataConfigKeys as MK, ReadConfigKeys as RK
         from storage.io.storage import HoodieStorage
         from storage.io.storage_location import normalize_base_path
         from storage.io.storage_options import session_storage_options
@@ -131,7 +131,7 @@ class _ReadPlan:
             raise HoodieReadError(f"table {meta.base_path} has no schema (no completed commit carries one)")
         slices = []
         if plan_slices:
-            view = FileSystemView(meta, as_of=as_of)
+            view = FileSystemView(meta, as_of=as_of, use_metadata_table=config.get(MK.READER_ENABLE))
             mor = meta.table_config.is_mor
             slices = view.latest_merged_file_slices(None) if mor else view.latest_file_slices(None)
             if query_type == "read_optimized":

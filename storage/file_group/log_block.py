@@ -1,5 +1,5 @@
 """Typed model of the blocks of a Hudi log file (spec §6): block and header types, the header/footer metadata map,
-and the blocks themselves — data (Avro, Parquet), delete, command and corrupt.
+and the blocks themselves — data (Avro, Parquet, HFile), delete, command and corrupt.
 
 Framing (magic, lengths, reverse pointer) lives in `log_format`; this module only knows what is *inside* a block.
 The content codecs of Avro data blocks and delete blocks live in `avro_block_content` and `delete_record`, on top
@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 import pyarrow as pa
 
 from storage.avro.schema_converter import add_meta_fields, arrow_to_avro_schema, avro_schema_to_json
+from storage.io.hfile.format import HoodieHFileError
+from storage.io.hfile.reader import Cell, HFileReader
 from storage.io.parquet import parquet_from_bytes, parquet_to_bytes
 from storage.exception import HoodieCorruptedLogError
 from storage.file_group.avro_block_content import (
@@ -361,6 +363,45 @@ class ParquetDataBlock(HoodieLogBlock):
             raise HoodieCorruptedLogError(f"undecodable parquet block footer: {exc}") from exc
 
 
+# ----------------------------------------------------------------------------------------------- hfile block
+
+
+@dataclass(eq=False)
+class HFileDataBlock(HoodieLogBlock):
+    """HFILE_DATA_BLOCK: the content is a complete HFile (version 3), no prefix; the metadata table's upserts.
+
+    The block only opens the HFile: its cells are (row key, Avro value) pairs whose records the metadata layer
+    (`storage.metadata`) decodes with the SCHEMA header, which this layer does not know about. A damaged HFile
+    is reported as `HoodieCorruptedLogError` like every other undecodable block content."""
+
+    block_type: HoodieLogBlockType = HoodieLogBlockType.HFILE_DATA_BLOCK
+
+    @classmethod
+    def from_hfile(cls, hfile: bytes, schema_json: str, instant_time: str,
+                   header: Mapping[HeaderKey, str] | None = None) -> "HFileDataBlock":
+        """A block carrying `hfile` (e.g. written by `storage.io.hfile.write_hfile`) under INSTANT_TIME + SCHEMA."""
+        return cls(header=_base_header(instant_time, schema_json, header), content=bytes(hfile))
+
+    def hfile(self, source: str = "") -> HFileReader:
+        """The embedded HFile; `source` (e.g. the log file's path) names it in errors."""
+        where = f"{source or 'log'}: HFILE_DATA_BLOCK at offset {self.offset}"
+        try:
+            return HFileReader(self.read_content(), where)
+        except HoodieHFileError as exc:
+            raise HoodieCorruptedLogError(f"undecodable HFile block content: {exc}") from exc
+
+    def cells(self, source: str = "") -> list[Cell]:
+        """Every cell of the embedded HFile in key order (checked against its trailer's entry count)."""
+        reader = self.hfile(source)
+        try:
+            return reader.read_all()
+        except HoodieHFileError as exc:
+            raise HoodieCorruptedLogError(f"undecodable HFile block content: {exc}") from exc
+
+    def record_count(self) -> int:
+        return self.hfile().entry_count
+
+
 # ----------------------------------------------------------------------------------------------- corrupt block
 
 
@@ -381,12 +422,13 @@ BLOCK_CLASSES: dict[HoodieLogBlockType, type[HoodieLogBlock]] = {
     HoodieLogBlockType.CORRUPT_BLOCK: CorruptBlock,
     HoodieLogBlockType.AVRO_DATA_BLOCK: AvroDataBlock,
     HoodieLogBlockType.PARQUET_DATA_BLOCK: ParquetDataBlock,
+    HoodieLogBlockType.HFILE_DATA_BLOCK: HFileDataBlock,
 }
 
 
 def make_block(block_type: HoodieLogBlockType, header: Header, footer: Footer, content: bytes | None, *,
                offset: int = -1, size: int = -1, content_loader: Callable[[], bytes] | None = None) -> HoodieLogBlock:
-    """The typed block for `block_type` (a generic HoodieLogBlock for HFILE and CDC blocks)."""
+    """The typed block for `block_type` (a generic HoodieLogBlock for CDC blocks)."""
     cls = BLOCK_CLASSES.get(block_type, HoodieLogBlock)
     return cls(block_type=block_type, header=header, footer=footer, content=content, offset=offset, size=size,
                content_loader=content_loader)
@@ -399,6 +441,6 @@ def data_block_schema(arrow_schema: pa.Schema, table_name: str) -> str:
 
 __all__ = [
     "AvroDataBlock", "BLOCK_CLASSES", "BoundedReader", "CommandBlock", "CommandBlockType", "CorruptBlock",
-    "DeleteBlock", "HeaderMetadataType", "HoodieCorruptedLogError", "HoodieLogBlock", "HoodieLogBlockType",
+    "DeleteBlock", "HFileDataBlock", "HeaderMetadataType", "HoodieCorruptedLogError", "HoodieLogBlock", "HoodieLogBlockType",
     "ParquetDataBlock", "data_block_schema", "decode_footer", "decode_header", "encode_metadata", "make_block",
 ]

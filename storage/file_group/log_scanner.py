@@ -11,15 +11,16 @@ were appended. A block counts only when
 - it is not corrupt: damaged regions (`CorruptBlock`) and blocks whose content does not decode are skipped
   and reported, the blocks around them still count.
 
-Data blocks (Avro and Parquet) become Arrow tables conformed to the reader schema; delete blocks become a
-(record_key, ordering_value) table. Every record carries the write sequence of its block, which the record
-merger uses to tell later writes from earlier ones.
+Which blocks count is `LogBlockSelector`'s job, shared with the metadata table's reader (HFILE_DATA_BLOCKs,
+decoded in `storage.metadata.table_metadata`). Data blocks (Avro and Parquet) become Arrow tables conformed to the
+reader schema; delete blocks become a (record_key, ordering_value) table. Every record carries the write sequence
+of its block, which the record merger uses to tell later writes from earlier ones.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Protocol
+from typing import Callable, Iterable, Iterator, Protocol
 
 import pyarrow as pa
 
@@ -88,54 +89,50 @@ class _Collect:
 
 
 @dataclass
-class _Block:
+class LogBlockRef:
+    """A block of a slice's log files: its write sequence (position among the slice's blocks), file and block."""
+
     seq: int
     path: str
     block: HoodieLogBlock
 
 
-class HoodieMergedLogRecordScanner:
-    """Valid log records of one file slice.
+DATA_TABLE_BLOCKS = frozenset({HoodieLogBlockType.AVRO_DATA_BLOCK, HoodieLogBlockType.PARQUET_DATA_BLOCK,
+                               HoodieLogBlockType.DELETE_BLOCK})
+METADATA_TABLE_BLOCKS = frozenset({HoodieLogBlockType.HFILE_DATA_BLOCK, HoodieLogBlockType.DELETE_BLOCK})
 
-    `instant_visible(instant)` says whether a data or delete block's instant is a completed write at the query
-    point; `latest_instant` (None = no limit) bounds which rollback command blocks apply. `key_fields` (for
-    tables without meta fields) fills `_hoodie_record_key` from the data when it is null.
+
+class LogBlockSelector:
+    """The blocks of a file slice's log files that count, in write order - the rules of the module doc, shared by
+    every reader of log files (the data table's record scanner below, the metadata table's reader in
+    `storage.metadata.table_metadata`), which decode the blocks themselves.
+
+    `kinds` are the block types the reader decodes (others are passed over); `instant_visible`, `latest_instant`
+    and `committed_extent` as for `HoodieMergedLogRecordScanner`. A reader that cannot decode a selected block
+    reports it through `corrupt`, which skips it or fails as the committed extent says.
     """
 
-    def __init__(self, log_paths: Iterable[str], schema: pa.Schema, instant_visible: Callable[[str], bool],
-                 latest_instant: str | None = None, ordering_field: str | None = None,
-                 key_filler: Callable[[pa.Table], pa.Table] | None = None,
-                 storage: HoodieStorage | None = None,
-                 committed_extent: Callable[[str], int] | None = None) -> None:
+    def __init__(self, log_paths: Iterable[str], instant_visible: Callable[[str], bool],
+                 latest_instant: str | None = None, storage: HoodieStorage | None = None,
+                 committed_extent: Callable[[str], int] | None = None,
+                 kinds: frozenset[HoodieLogBlockType] = DATA_TABLE_BLOCKS,
+                 stats: LogScanStats | None = None) -> None:
         self.log_paths = list(log_paths)
-        # bytes of a log file that completed commits account for: damage inside them is an error, not a skip
-        self.committed_extent = committed_extent
-        self.storage = storage
-        self.schema = schema
         self.instant_visible = instant_visible
         self.latest_instant = latest_instant
-        self.ordering_type = schema.field(ordering_field).type if ordering_field and ordering_field in schema.names else None
-        self.key_filler = key_filler
-        self.stats = LogScanStats(log_files=len(self.log_paths))
+        self.storage = storage
+        # bytes of a log file that completed commits account for: damage inside them is an error, not a skip
+        self.committed_extent = committed_extent
+        self.kinds = kinds
+        self.stats = stats if stats is not None else LogScanStats(log_files=len(self.log_paths))
 
-    def scan(self) -> LogScanResult:
-        """Every valid log record and delete record, in memory."""
-        sink = _Collect()
-        self.scan_into(sink)
-        return LogScanResult(self._concat_records(sink.tables[RECORDS]), self.concat_deletes(sink.tables[DELETES]),
-                             self.stats)
-
-    def scan_into(self, sink: "RecordSink") -> LogScanStats:
-        """Hand each valid block's records to `sink` in write order, as `sink.put(RECORDS, table)` (the reader
-        schema's columns + _hoodie_write_seq) or `sink.put(DELETES, table)` (record_key, ordering_value,
-        _hoodie_write_seq); a block's bytes are dropped once decoded, so the scan holds no more than the sink
-        keeps (e.g. a `storage.merge.spillable_map.SpillableMap`)."""
+    def valid_blocks(self) -> Iterator[LogBlockRef]:
+        """Each block that counts; once the caller is done with it (the iteration resumes), a lazily loaded
+        block's content is dropped again, so a scan holds one block's bytes at a time."""
         blocks = self._read_blocks()
         invalid = self._superseded_instants(blocks)
         for b in blocks:
-            kind = b.block.block_type
-            if kind not in (HoodieLogBlockType.AVRO_DATA_BLOCK, HoodieLogBlockType.PARQUET_DATA_BLOCK,
-                            HoodieLogBlockType.DELETE_BLOCK):
+            if b.block.block_type not in self.kinds:
                 continue
             instant = b.block.instant_time
             if instant is None or not self.instant_visible(instant):
@@ -145,32 +142,24 @@ class HoodieMergedLogRecordScanner:
                 self.stats.rolled_back_blocks += 1
                 continue
             try:
-                if kind == HoodieLogBlockType.DELETE_BLOCK:
-                    sink.put(DELETES, self._deletes(b))
-                else:
-                    sink.put(RECORDS, self._records(b))
-            except HoodieCorruptedLogError as exc:
-                self._corrupt(b, str(exc))
+                yield b
             finally:
                 if b.block.content_loader is not None:
                     b.block.content = None  # loaded lazily: read again if ever needed, not kept
-        return self.stats
 
-    # -- reading ---------------------------------------------------------------------------------------
-
-    def _read_blocks(self) -> list[_Block]:
-        out: list[_Block] = []
+    def _read_blocks(self) -> list[LogBlockRef]:
+        out: list[LogBlockRef] = []
         for path in self.log_paths:
             with HoodieLogFileReader(path, lazy=True, storage=self.storage) as reader:
                 for block in reader:
                     self.stats.blocks += 1
                     if block.is_corrupt():
-                        self._corrupt(_Block(len(out), path, block), getattr(block, "reason", ""))
+                        self.corrupt(LogBlockRef(len(out), path, block), getattr(block, "reason", ""))
                         continue
-                    out.append(_Block(len(out), path, block))
+                    out.append(LogBlockRef(len(out), path, block))
         return out
 
-    def _corrupt(self, b: _Block, reason: str) -> None:
+    def corrupt(self, b: LogBlockRef, reason: str) -> None:
         """A damaged region is skipped, as Hudi does for the partial block a dying writer leaves at a log file's
         end; unless it lies within the bytes a completed commit recorded for the file: then committed records
         would silently vanish, so reading fails naming the file."""
@@ -183,7 +172,7 @@ class HoodieMergedLogRecordScanner:
         self.stats.corrupt_reasons.append(message)
         log.warning(message)
 
-    def _superseded_instants(self, blocks: list[_Block]) -> set[str]:
+    def _superseded_instants(self, blocks: list[LogBlockRef]) -> set[str]:
         """Instants whose blocks no longer count: rollback targets and instants folded into a log-compacted
         block."""
         invalid: set[str] = set()
@@ -202,16 +191,59 @@ class HoodieMergedLogRecordScanner:
     def _applies(self, instant: str | None) -> bool:
         return instant is not None and (self.latest_instant is None or instant <= self.latest_instant)
 
-    def _is_rollback(self, b: _Block) -> bool:
+    def _is_rollback(self, b: LogBlockRef) -> bool:
         try:
             return b.block.command_type == CommandBlockType.ROLLBACK_BLOCK  # type: ignore[attr-defined]
         except HoodieCorruptedLogError as exc:
-            self._corrupt(b, str(exc))
+            self.corrupt(b, str(exc))
             return False
+
+
+class HoodieMergedLogRecordScanner:
+    """Valid log records of one file slice.
+
+    `instant_visible(instant)` says whether a data or delete block's instant is a completed write at the query
+    point; `latest_instant` (None = no limit) bounds which rollback command blocks apply. `key_fields` (for
+    tables without meta fields) fills `_hoodie_record_key` from the data when it is null.
+    """
+
+    def __init__(self, log_paths: Iterable[str], schema: pa.Schema, instant_visible: Callable[[str], bool],
+                 latest_instant: str | None = None, ordering_field: str | None = None,
+                 key_filler: Callable[[pa.Table], pa.Table] | None = None,
+                 storage: HoodieStorage | None = None,
+                 committed_extent: Callable[[str], int] | None = None) -> None:
+        self.selector = LogBlockSelector(log_paths, instant_visible, latest_instant, storage, committed_extent)
+        self.log_paths = self.selector.log_paths
+        self.schema = schema
+        self.ordering_type = schema.field(ordering_field).type if ordering_field and ordering_field in schema.names else None
+        self.key_filler = key_filler
+        self.stats = self.selector.stats
+
+    def scan(self) -> LogScanResult:
+        """Every valid log record and delete record, in memory."""
+        sink = _Collect()
+        self.scan_into(sink)
+        return LogScanResult(self._concat_records(sink.tables[RECORDS]), self.concat_deletes(sink.tables[DELETES]),
+                             self.stats)
+
+    def scan_into(self, sink: "RecordSink") -> LogScanStats:
+        """Hand each valid block's records to `sink` in write order, as `sink.put(RECORDS, table)` (the reader
+        schema's columns + _hoodie_write_seq) or `sink.put(DELETES, table)` (record_key, ordering_value,
+        _hoodie_write_seq); a block's bytes are dropped once decoded, so the scan holds no more than the sink
+        keeps (e.g. a `storage.merge.spillable_map.SpillableMap`)."""
+        for b in self.selector.valid_blocks():
+            try:
+                if b.block.block_type == HoodieLogBlockType.DELETE_BLOCK:
+                    sink.put(DELETES, self._deletes(b))
+                else:
+                    sink.put(RECORDS, self._records(b))
+            except HoodieCorruptedLogError as exc:
+                self.selector.corrupt(b, str(exc))
+        return self.stats
 
     # -- decoding ---------------------------------------------------------------------------------------
 
-    def _records(self, b: _Block) -> pa.Table:
+    def _records(self, b: LogBlockRef) -> pa.Table:
         block = b.block
         if isinstance(block, AvroDataBlock):
             table = block.to_table()
@@ -228,7 +260,7 @@ class HoodieMergedLogRecordScanner:
         table = conform_table(table, self.schema, f"log block at offset {block.offset} of {b.path}")
         return table.append_column(WRITE_SEQ, constant_array(b.seq, table.num_rows, pa.int64()))
 
-    def _deletes(self, b: _Block) -> pa.Table:
+    def _deletes(self, b: LogBlockRef) -> pa.Table:
         block = b.block
         assert isinstance(block, DeleteBlock)
         records = block.delete_records()

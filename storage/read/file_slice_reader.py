@@ -41,6 +41,7 @@ from storage.merge.merge_resolver import MergeSpec, resolve_merge_spec
 from storage.merge.schema_conform import conform_table
 from storage.keygen.key_generator import resolve_keygen_type
 from storage.meta_fields import IS_DELETED, RECORD_KEY, with_meta_columns
+from storage.table.file_groups import committed_log_extents
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import HoodieInstant
@@ -160,16 +161,8 @@ class FileSliceReadContext:
 
 def _committed_log_extents(base_path: str, storage_options: StorageOptions) -> dict[str, int]:
     """Log file name -> the largest size a completed commit recorded for it."""
-    from storage.table.meta_client import HoodieTableMetaClient
-
     meta = HoodieTableMetaClient.load(base_path, HoodieStorage.for_path(base_path, storage_options))
-    extents: dict[str, int] = {}
-    for instant in meta.timeline.completed().write_timeline():
-        for stat in meta.active_timeline.commit_metadata(instant).write_stats():
-            for name in stat.logFiles or ([stat.path] if stat.path and ".log." in stat.path else []):
-                name = name.rsplit("/", 1)[-1]
-                extents[name] = max(extents.get(name, 0), int(stat.fileSizeInBytes or 0))
-    return extents
+    return committed_log_extents(meta)
 
 
 def read_file_slice(file_slice: FileSlice, schema: pa.Schema, ctx: FileSliceReadContext,

@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from storage.config import HoodieConfig, ReadConfigKeys as RK, validate_options
+from storage.config import HoodieConfig, MetadataConfigKeys as MK, ReadConfigKeys as RK, validate_options
 from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
 from storage.read.base_file_scan import scan_base_files
@@ -68,7 +68,7 @@ def _read(spark: SparkSession, base_path: str, config: HoodieConfig,
     as_of = normalize_instant_time(as_of) if as_of else None
     if as_of:
         _check_retained(meta, as_of, "time travel")
-    view = FileSystemView(meta, as_of=as_of)
+    view = FileSystemView(meta, as_of=as_of, use_metadata_table=config.get(MK.READER_ENABLE))
     partitions = _pruned_partitions(meta, view, partition_filter)
     if meta.table_config.is_mor:
         slices = view.latest_merged_file_slices(partitions)
@@ -163,7 +163,7 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
             # Hudi's fallback: the snapshot at the end, filtered on commit time (request times: layout 1 only)
             return _full_scan_between(spark, meta, config, partition_filter, begin, end)
         commits = _archived_commits(meta, begin, end, is_v8) + commits
-    view = FileSystemView(meta, as_of=end)
+    view = FileSystemView(meta, as_of=end, use_metadata_table=config.get(MK.READER_ENABLE))
     touched = set()
     for instant, timeline in commits:
         for stat in timeline.commit_metadata(instant).write_stats():
@@ -197,7 +197,7 @@ def _archived_commits(meta: HoodieTableMetaClient, begin: str, end: str | None, 
 
 def _full_scan_between(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
                        partition_filter: PartitionFilter | None, begin: str, end: str | None) -> DataFrame:
-    view = FileSystemView(meta, as_of=end)
+    view = FileSystemView(meta, as_of=end, use_metadata_table=config.get(MK.READER_ENABLE))
     partitions = _pruned_partitions(meta, view, partition_filter)
     if meta.table_config.is_mor:
         df = _mor_snapshot(spark, meta, view.latest_merged_file_slices(partitions), end, config)

@@ -4,91 +4,86 @@ Only files written by completed commits are visible, and files older than the fi
 timeline (their commits were archived, so they completed); file groups replaced by a completed replacecommit
 are hidden (`replaced_file_groups` keeps them for the cleaner).
 In table v8 a log file names the deltacommit that created it, and belongs to the slice with
-the greatest base instant at or before that commit's completion.
+the greatest base instant at or before that commit's completion. How files become groups and slices lives in
+`storage.table.file_groups` (shared with the metadata table's reader); this view adds the listing, replaced file
+groups and the queries.
+
+Where the file infos come from (Hudi's, hudi-rs's and Trino's rule): a table whose metadata table has its `files`
+partition enabled (`hoodie.table.metadata.partitions`) is listed through it - partitions from its
+`__all_partitions__` record, files per partition from theirs - unless the caller says not to
+(`use_metadata_table`, the reader option `hoodie.metadata.enable`); storage is then not listed at all, so a file no
+commit recorded there (a stray copy) is not part of the table. The latest metadata table is read, as a
+listing is the latest.
+When it is missing or damaged the view logs a warning naming the table and why, and lists the directories.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import logging
 
-from storage.io.storage import FileInfo, HoodieStorage
-from storage.fs_utils import PARTITION_METAFILE, parse_base_file_name, parse_log_file_name, relative_partition_path
-from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroup, HoodieFileGroupId, HoodieLogFile
+from storage.exception import HoodieCorruptedMetadataError, HoodieMetadataNotAvailableError
+from storage.metadata.table_metadata import FILES, HoodieTableMetadata, enabled_partitions
+from storage.table.file_groups import (
+    FileListing,
+    SliceTimeline,
+    build_file_groups,
+    latest_merged_slice,
+    list_table_files,
+    listing_of_files,
+)
+from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroup, HoodieFileGroupId
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant
 
+__all__ = ["FileSystemView", "list_table_files", "metadata_listing"]
 
-@dataclass
-class _Listing:
-    partitions: set[str] = field(default_factory=set)
-    base_files: list[HoodieBaseFile] = field(default_factory=list)
-    log_files: list[tuple[str, HoodieLogFile]] = field(default_factory=list)
+log = logging.getLogger(__name__)
 
 
-def list_table_files(storage: HoodieStorage, base_path: str, partitions: list[str] | None = None) -> _Listing:
-    """The table's data files: one recursive listing of the table (`partitions` None) or one listing per named
-    partition; `.hoodie` and other hidden directories are skipped."""
-    listing = _Listing()
-    base = base_path.rstrip("/")
-    if partitions is None:
-        infos = storage.list_files(base)
-    else:
-        infos = [i for p in partitions for i in storage.list_dir(f"{base}/{p}" if p else base) if not i.is_dir]
-    for info in infos:
-        directory, _, name = info.path[len(base) + 1:].rpartition("/")
-        if any(part.startswith(".") for part in directory.split("/") if part):
-            continue  # .hoodie, .temp and other hidden directories hold no data files
-        _collect(listing, directory, info, name)
-    return listing
+def metadata_listing(metadata: HoodieTableMetadata, partitions: list[str] | None = None) -> FileListing:
+    """The data files the metadata table records, of `partitions` (None: every partition `__all_partitions__`
+    names), as a directory listing would give them."""
+    known = set(metadata.all_partition_paths())
+    files = metadata.files_in_partitions(sorted(known) if partitions is None else partitions)
+    present = known if partitions is None else {p for p in partitions if p in known or files[p]}
+    return listing_of_files(metadata.data_meta.base_path, files, present)
 
 
-def _collect(listing: _Listing, partition: str, info: FileInfo, name: str) -> None:
-    if name == PARTITION_METAFILE or name.startswith(PARTITION_METAFILE):
-        listing.partitions.add(partition)
-        return
-    if name.startswith("."):
-        if parse_log_file_name(name):
-            listing.log_files.append((partition, HoodieLogFile.of(info.path, info.size)))
-            listing.partitions.add(partition)
-        return
-    if parse_base_file_name(name):
-        listing.base_files.append(HoodieBaseFile.of(info.path, info.size))
-        listing.partitions.add(partition)
+def table_listing(meta_client: HoodieTableMetaClient, partitions: list[str] | None = None,
+                  use_metadata_table: bool = True) -> FileListing:
+    """The table's data files now: through its metadata table's `files` partition when it has one and
+    `use_metadata_table`, else (or when that is unusable, with a warning) by listing storage. Always the latest
+    state, as a directory listing is (Hudi reads the latest metadata table too: its older slices may be compacted
+    or cleaned away); a view as of an earlier point keeps what that point can see."""
+    if use_metadata_table and FILES in enabled_partitions(meta_client):
+        try:
+            return metadata_listing(HoodieTableMetadata(meta_client), partitions)
+        except (HoodieMetadataNotAvailableError, HoodieCorruptedMetadataError) as exc:
+            log.warning("table %s: its metadata table cannot be used to list files (%s); listing storage instead",
+                        meta_client.base_path, exc)
+    return list_table_files(meta_client.storage, meta_client.base_path, partitions)
 
 
 class FileSystemView:
-    """File groups of a table as of `as_of` (an instant time; None = the latest completed instant)."""
+    """File groups of a table as of `as_of` (an instant time; None = the latest completed instant), listed through
+    the metadata table unless `use_metadata_table` is False (module doc)."""
 
     def __init__(self, meta_client: HoodieTableMetaClient, as_of: str | None = None, partitions: list[str] | None = None,
-                 include_pending_compaction: bool = True):
+                 include_pending_compaction: bool = True, use_metadata_table: bool = True):
         self.meta_client = meta_client
         self.as_of = as_of
-        self.is_v8 = meta_client.table_config.timeline_layout_version >= 2
-        completed = meta_client.timeline.completed().write_timeline()
-        self.visible: dict[str, HoodieInstant] = {
-            i.timestamp: i for i in completed if as_of is None or self._point(i) <= as_of
-        }
-        # write instants before the active timeline's start were archived after completing (Hudi's
-        # isBeforeTimelineStarts): their files are committed, not leftovers of failed writes
-        self.timeline_start = meta_client.timeline.commits_timeline_start()
-        self.pending_compactions = {
-            i.timestamp for i in meta_client.timeline.pending().of_actions([Action.COMPACTION])
-        } if include_pending_compaction else set()
+        self.slicing = SliceTimeline(meta_client, as_of, include_pending_compaction)
+        self.is_v8 = self.slicing.is_v8
+        self.visible: dict[str, HoodieInstant] = self.slicing.visible
+        self.timeline_start = self.slicing.timeline_start
+        self.pending_compactions = self.slicing.pending_compactions
         self.replaced = self._replaced_file_groups()
-        self._pending_slice_starts: dict[tuple[str, str], str] | None = None
-        self._archived_completions: dict[str, str] | None = None
-        listing = list_table_files(meta_client.storage, meta_client.base_path, partitions)
+        listing = table_listing(meta_client, partitions, use_metadata_table)
         self._partitions = sorted(listing.partitions)
         self._groups = self._build_groups(listing)
 
-    def _point(self, instant: HoodieInstant) -> str:
-        return instant.completion_time if self.is_v8 and instant.completion_time else instant.timestamp
-
     def is_committed(self, instant_time: str) -> bool:
         """Is a file written at `instant_time` part of the table at the view's point?"""
-        if instant_time in self.visible:
-            return True
-        archived = self.timeline_start is not None and instant_time < self.timeline_start
-        return archived and (self.as_of is None or instant_time <= self.as_of)
+        return self.slicing.is_committed(instant_time)
 
     def _replaced_file_groups(self) -> dict[HoodieFileGroupId, str]:
         """Replaced file group -> the time of the replacecommit that replaced it."""
@@ -100,63 +95,10 @@ class FileSystemView:
                     replaced.setdefault(HoodieFileGroupId(p, f), instant.timestamp)
         return replaced
 
-    def _build_groups(self, listing: _Listing) -> dict[HoodieFileGroupId, HoodieFileGroup]:
-        groups: dict[HoodieFileGroupId, HoodieFileGroup] = {}
-        for bf in listing.base_files:
-            if not self.is_committed(bf.instant_time):
-                continue  # written by an instant that is not completed (or after as_of)
-            partition = relative_partition_path(self.meta_client.base_path, bf.path.rsplit("/", 1)[0])
-            fg_id = HoodieFileGroupId(partition, bf.file_id)
-            groups.setdefault(fg_id, HoodieFileGroup(fg_id)).slice_at(bf.instant_time).base_file = bf
-        for partition, lf in listing.log_files:
-            base_instant = self._log_base_instant(partition, lf, groups.get(HoodieFileGroupId(partition, lf.file_id)))
-            if base_instant is None:
-                continue
-            fg_id = HoodieFileGroupId(partition, lf.file_id)
-            groups.setdefault(fg_id, HoodieFileGroup(fg_id)).slice_at(base_instant).log_files.append(lf)
+    def _build_groups(self, listing: FileListing) -> dict[HoodieFileGroupId, HoodieFileGroup]:
+        groups = build_file_groups(listing, self.meta_client.base_path, self.slicing)
         self._replaced_groups = {fg_id: groups.pop(fg_id) for fg_id in list(groups) if fg_id in self.replaced}
         return groups
-
-    def _log_base_instant(self, partition: str, lf: HoodieLogFile, group: HoodieFileGroup | None) -> str | None:
-        if not self.is_v8:
-            ts = lf.instant_time
-            if self.is_committed(ts) or ts in self.pending_compactions:
-                return ts
-            return None
-        creator = self.visible.get(lf.instant_time)
-        if creator is not None:
-            point = self._point(creator)
-        elif self.is_committed(lf.instant_time):  # written by an archived deltacommit
-            point = self._archived_completion_time(lf.instant_time)
-        else:
-            return None
-        # Hudi's HoodieFileGroup.getBaseInstantTime: the latest slice start (a base file's instant, or a pending
-        # compaction's, where the next slice begins) at or before the log's completion time, compared with start
-        # times (request times): a log that completes after a compaction was planned belongs to the new slice
-        starts = [k for k, s in (group.slices.items() if group else []) if s.base_file]
-        pending = self._compaction_starts().get((partition, lf.file_id))
-        starts += [pending] if pending else []
-        earlier = [k for k in starts if k <= point]
-        return max(earlier) if earlier else lf.instant_time
-
-    def _archived_completion_time(self, instant_time: str) -> str:
-        """The completion time of an archived write (Hudi's CompletionTimeQueryView reads the archive too); the
-        archive is read once per view, only when a live log file was written by an archived instant."""
-        if self._archived_completions is None:
-            from storage.timeline.archived_timeline import HoodieArchivedTimeline
-
-            archived = HoodieArchivedTimeline(self.meta_client, end=self.timeline_start).completed()
-            self._archived_completions = {i.timestamp: i.completion_time for i in archived if i.completion_time}
-        return self._archived_completions.get(instant_time) or instant_time
-
-    def _compaction_starts(self) -> dict[tuple[str, str], str]:
-        """(partition, file id) -> the pending compaction planned for it (the plans read once per view)."""
-        if self._pending_slice_starts is None:
-            from storage.table.pending_plans import pending_compaction_instants
-
-            self._pending_slice_starts = pending_compaction_instants(self.meta_client) if self.pending_compactions \
-                else {}
-        return self._pending_slice_starts
 
     # -- queries ---------------------------------------------------------------------------------
     def partitions(self) -> list[str]:
@@ -192,14 +134,5 @@ class FileSystemView:
         """Latest slices as readers must see them while a compaction is pending: a slice that starts at a pending
         compaction has no base file yet, so it is read together with the slice before it (that slice's base file
         and log files, then its own log files)."""
-        out = []
-        for latest in self.latest_file_slices(partitions):
-            if latest.base_file is None and latest.base_instant in self.pending_compactions:
-                group = self._groups[latest.file_group_id]
-                older = [s for s in group.ordered_slices() if s.base_instant < latest.base_instant and not s.is_empty()]
-                if older:
-                    previous = older[0]
-                    latest = FileSlice(latest.file_group_id, previous.base_instant, previous.base_file,
-                                       previous.log_files + latest.log_files)
-            out.append(latest)
-        return out
+        return [latest_merged_slice(self._groups[s.file_group_id], self.pending_compactions)
+                for s in self.latest_file_slices(partitions)]

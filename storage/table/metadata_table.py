@@ -1,7 +1,8 @@
-"""The metadata table (`.hoodie/metadata`) of tables Hudi 1.x wrote, as far as this engine goes today: it does not
-maintain one, so a write or table service first disables it the way Hudi does for a writer running with
-`hoodie.metadata.enable=false` - otherwise Java, Trino and hudi-rs, which list a version 8+ table through the
-metadata table's `files` partition, would miss every file written after it went stale.
+"""Removing a table's metadata table (`.hoodie/metadata`): what a writer or table service running with
+`hoodie.metadata.enable=false` (this engine's default), or on a table version 6 table, does before it changes the
+table - as Hudi does for a writer with the metadata table disabled - because Java, Trino and hudi-rs list a
+version 8+ table through the metadata table's `files` partition and would miss every file written after it went
+stale. Writers with it enabled keep it in step instead (`storage.metadata.metadata_writer`).
 
 Order, so that no reader ever trusts a stale index: `hoodie.table.metadata.partitions` (and its `.inflight`
 list) is cleared first - readers use the metadata table only for the partitions listed there - then the folder
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import logging
 
+from storage.config import MetadataConfigKeys as MK
 from storage.config import TableConfigKeys as TK
 from storage.table.meta_client import HoodieTableMetaClient
 
@@ -35,7 +37,8 @@ def drop_metadata_table(meta: HoodieTableMetaClient, action: str) -> bool:
         meta.update_table_config({}, removals=_PARTITION_KEYS)
     if present:
         meta.storage.delete_dir(folder)
-    log.warning("%s of %s: the table's metadata table (%s) is removed first - this engine does not maintain one yet, "
-                "and readers that list files through it would miss this change; %s cleared", action, meta.base_path,
-                listed or "no partitions listed", TK.METADATA_PARTITIONS.key)
+    log.warning("%s of %s: the table's metadata table (%s) is removed first - this writer does not keep it in step "
+                "(%s=false, or table version 6), and readers that list files through it would miss this change; %s "
+                "cleared", action, meta.base_path, listed or "no partitions listed", MK.ENABLE.key,
+                TK.METADATA_PARTITIONS.key)
     return True

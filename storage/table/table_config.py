@@ -33,11 +33,15 @@ KEYGEN_CLASS_BY_TYPE = {
 
 
 def table_checksum(props: Mapping[str, str]) -> int:
-    """CRC32 of `<database>.<table>` (or of `<table>` when no database is recorded), as Hudi computes it."""
-    name = props[K.NAME.key]
-    db = props.get(K.DATABASE_NAME.key)
-    text = f"{db}.{name}" if db else name
-    return zlib.crc32(text.encode("utf-8")) & 0xFFFFFFFF
+    """CRC32 of `<database>.<table>` as Java formats it: with an empty database when none is recorded
+    (`.<table>`, e.g. every metadata table and a table created by path)."""
+    return zlib.crc32(f"{props.get(K.DATABASE_NAME.key) or ''}.{props[K.NAME.key]}".encode("utf-8")) & 0xFFFFFFFF
+
+
+def legacy_table_checksum(props: Mapping[str, str]) -> int:
+    """CRC32 of the bare `<table>`: what this engine wrote before for tables without a database (Java rejects it;
+    accepted on load, replaced on the next rewrite of the properties)."""
+    return zlib.crc32(props[K.NAME.key].encode("utf-8")) & 0xFFFFFFFF
 
 
 @dataclass
@@ -157,7 +161,8 @@ def _check_checksum(path: str, props: Mapping[str, str]) -> None:
         if K.NAME.key in props and version.isdigit() and int(version) < _FIRST_CHECKSUM_VERSION:
             return
         raise HoodieCorruptedMetadataError(f"{path} is damaged: it has no {K.CHECKSUM.key} (truncated?)")
-    if K.NAME.key not in props or not given.strip().isdigit() or int(given) != table_checksum(props):
+    if K.NAME.key not in props or not given.strip().isdigit() or \
+            int(given) not in (table_checksum(props), legacy_table_checksum(props)):
         raise HoodieCorruptedMetadataError(f"{path} is damaged: {K.CHECKSUM.key}={given!r} does not match its "
                                            f"table name")
 

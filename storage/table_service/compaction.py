@@ -29,6 +29,7 @@ from storage.avro.container import write_avro_container
 from storage.avro.models import HOODIE_COMPACTION_PLAN
 from storage.config import CompactionConfigKeys as CK
 from storage.config import HoodieConfig
+from storage.metadata.metadata_writer import prepare_metadata_table
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -202,6 +203,8 @@ def run_compaction(spark, base_path: str, instant: str | None = None,
             raise HoodieCompactionError(f"compaction {instant} of {base_path} is {state}; pending compactions: "
                                   f"{', '.join(pending) or 'none'}")
         pending = [instant]
+    if pending:  # the metadata table is kept in step by this compaction, or removed (as every service does)
+        prepare_metadata_table(mc, config, "compaction")
     completed = []
     for ts in sorted(pending):
         execute_compaction(spark, mc, ts, read_plan(mc, ts), config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from storage.config import HoodieConfig
 from storage.exception import HoodieTableServiceError
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
-from storage.table.metadata_table import drop_metadata_table
+from storage.metadata.metadata_writer import prepare_metadata_table
 
 
 def service_meta_client(table: HoodieTableMetaClient | str, service: str, spark=None,
@@ -19,7 +19,7 @@ def service_meta_client(table: HoodieTableMetaClient | str, service: str, spark=
     else:
         meta = HoodieTableMetaClient.load(table)
     _refuse_other_versions(meta, service)
-    drop_metadata_table(meta, service)
+    prepare_metadata_table(meta, config, service)  # kept in step when enabled, else removed
     if service != "restore" and len(meta.timeline.pending().of_actions(["restore"])):
         from storage.write.rollback import finish_pending_restores
 

@@ -20,8 +20,9 @@ Refused, the table unchanged (HoodieUpgradeDowngradeError): a version other than
 upgrade to 6 first, which this engine does not do); any pending instant (a write, compaction, clustering, clean,
 rollback ... must finish or be rolled back first: its files and plans are named for the old layout); the wrong
 direction (upgrade_table to a lower version); a downgrade to 6 of a table using what version 6 cannot record
-(another table format or base file format, index definitions). A metadata table is removed first, as every
-writer of this engine does (storage.table.metadata_table).
+(another table format or base file format, index definitions). A metadata table is removed first (its layout
+follows the table version; storage.table.metadata_table): the next writer with hoodie.metadata.enable=true builds it
+again for the new version.
 
 Crash safety: the new layout's files are written next to the old one, then hoodie.properties is switched (the
 commit point: Hudi's properties update, backup first), then the old layout's files are deleted. Until the switch

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
 
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_RESTORE_METADATA
 from storage.fs_utils import file_id_of, join_path, parse_log_file_name
+from storage.metadata.metadata_writer import discard_metadata_deltacommit
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant, State
 from storage.exception import HoodieRollbackError
@@ -23,17 +23,14 @@ from storage.write.heartbeat import HeartbeatSettings, heartbeat_path, is_writer
 from storage.write.markers import IOType, create_marker, delete_marker_dir, list_markers
 from storage.table.action_completion import ActionCompletion, complete_action
 from storage.table.table_version import HoodieTableVersion
+from storage.timeline.rollback_records import (
+    RollbackRequest,
+    requests_of_plan,
+    rollback_metadata_record,
+    rollback_plan_record,
+)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class RollbackRequest:
-    partition_path: str
-    file_id: str
-    latest_base_instant: str
-    files_to_delete: list[str] = field(default_factory=list)
-    log_blocks_to_roll_back: dict[str, int] = field(default_factory=dict)  # log path -> size (merge-on-read)
 
 
 def failed_writes(meta_client: HoodieTableMetaClient,
@@ -86,54 +83,6 @@ def plan_rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) ->
                                   RollbackRequest(marker.partition_path, file_id, instant.timestamp))
         req.files_to_delete.append(path)
     return list(by_group.values())
-
-
-def rollback_plan_record(instant: HoodieInstant, requests: list[RollbackRequest]) -> dict:
-    return {
-        "instantToRollback": {"commitTime": instant.timestamp, "action": instant.action},
-        "RollbackRequests": [
-            {
-                "partitionPath": r.partition_path,
-                "fileId": r.file_id,
-                "latestBaseInstant": r.latest_base_instant,
-                "filesToBeDeleted": r.files_to_delete,
-                "logBlocksToBeDeleted": dict(r.log_blocks_to_roll_back),
-            }
-            for r in requests
-        ],
-        "version": 1,
-    }
-
-
-def rollback_metadata_record(start: str, took_ms: int, instant: HoodieInstant, deleted: dict[str, list[str]],
-                             failed: dict[str, list[str]], rollback_logs: dict[str, dict[str, int]] | None = None,
-                             failed_logs: dict[str, dict[str, int]] | None = None) -> dict:
-    rollback_logs, failed_logs = rollback_logs or {}, failed_logs or {}
-    partitions = sorted(set(deleted) | set(failed) | set(rollback_logs))
-    return {
-        "startRollbackTime": start,
-        "timeTakenInMillis": took_ms,
-        "totalFilesDeleted": sum(len(v) for v in deleted.values()),
-        "commitsRollback": [instant.timestamp],
-        "partitionMetadata": {
-            p: {
-                "partitionPath": p,
-                "successDeleteFiles": deleted.get(p, []),
-                "failedDeleteFiles": failed.get(p, []),
-                "rollbackLogFiles": rollback_logs.get(p, {}),
-                "logFilesFromFailedCommit": failed_logs.get(p, {}),
-            }
-            for p in partitions
-        },
-        "version": 1,
-        "instantsRollback": [{"commitTime": instant.timestamp, "action": instant.action}],
-    }
-
-
-def requests_of_plan(plan: dict) -> list[RollbackRequest]:
-    return [RollbackRequest(r["partitionPath"], r["fileId"], r["latestBaseInstant"], list(r["filesToBeDeleted"] or []),
-                            dict(r["logBlocksToBeDeleted"] or {}))
-            for r in plan.get("RollbackRequests") or []]
 
 
 def rollback(meta_client: HoodieTableMetaClient, instant: HoodieInstant) -> HoodieInstant:
@@ -275,6 +224,7 @@ def abort_write(meta_client: HoodieTableMetaClient, instant_time: str) -> None:
     """Undo a write of this process that failed before its commit: nothing was published, so its files and
     instant files are removed and the table is exactly as it was."""
     storage = meta_client.storage
+    discard_metadata_deltacommit(meta_client, instant_time)
     for marker in list_markers(meta_client.storage, meta_client.marker_dir(instant_time)):
         # log files are new per write (never appended to across instants), so an unpublished one goes whole
         storage.delete(join_path(meta_client.base_path, marker.partition_path, marker.file_name))

@@ -33,6 +33,7 @@ RAW_MAPPINGS_ALLOWED = {
                                                        "too) as the user gave them, before anything wraps them",
     ("storage/table/table_config.py", "HoodieTableConfig.props"): "the parsed hoodie.properties of a table",
     ("storage/table/table_config.py", "table_checksum.props"): "the properties hoodie.table.checksum is computed over",
+    ("storage/table/table_config.py", "legacy_table_checksum.props"): "the old checksum form's properties",
     ("storage/table/table_config.py", "_check_checksum.props"): "a hoodie.properties file just parsed",
     ("storage/table/table_config.py", "_serialize.props"): "the properties written to hoodie.properties",
     ("storage/table/properties_file.py", "format_properties.props"): "the Java properties file format",

@@ -22,7 +22,7 @@ def selected_partitions(call, meta, predicate: str) -> list[str]:
 
     from sqlext.sql.assign import spark_message
     from storage.keygen.key_generator import partition_values_from_path
-    from storage.table.fs_view import list_table_files
+    from storage.table.fs_view import table_listing
     from storage.table.schema_resolver import table_data_schema
 
     config = meta.table_config
@@ -30,7 +30,7 @@ def selected_partitions(call, meta, predicate: str) -> list[str]:
     if not fields:
         raise call.error(f"predicate '{predicate}': table {meta.base_path} is not partitioned")
     names = [f.partition(":")[0] for f in fields]
-    partitions = sorted(list_table_files(meta.storage, meta.base_path).partitions)
+    partitions = sorted(table_listing(meta).partitions)
     rows = [(p, *[partition_values_from_path(p, fields, config.hive_style_partitioning).get(n) for n in names])
             for p in partitions]
     frame = call.spark.createDataFrame(rows, ", ".join(["`_partition` string", *[f"`{n}` string" for n in names]]))

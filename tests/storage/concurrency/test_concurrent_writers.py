@@ -1,9 +1,10 @@
 """Writer processes upserting one table at once under optimistic concurrency control (bench.concurrent_writers,
 which runs `--rounds 50` for the figures): disjoint rounds all commit, overlapping rounds commit exactly the
 writers that did not conflict, losers get HoodieWriteConflictError, and the table read by this engine and by
-hudi-rs equals the committed batches, with the file-system, Hive Metastore, ZooKeeper (a real server),
-DynamoDB (moto's server over HTTP) and storage-based (conditional writes) locks; on merge-on-read a compactor
-process racing the writers loses no update."""
+hudi-rs equals the committed batches, with the file-system, Hive Metastore and ZooKeeper (a real server) locks;
+on merge-on-read a compactor process racing the writers loses no update. Writes under the DynamoDB (moto's server
+over HTTP) and storage-based (conditional writes) locks run in this process: their providers' cross-process
+behaviour is tested beside them in tests/storage/transaction."""
 from __future__ import annotations
 
 import os
@@ -14,7 +15,7 @@ from quick_jvm import quick_jvm_env
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY
 from zookeeper_server import zookeeper_server_fixture  # noqa: F401 - fixture
 
-from bench.concurrent_writers import run
+from bench.concurrent_writers import COLUMNS, SCHEMA, batch, options, run
 
 pytestmark = pytest.mark.multiprocess
 
@@ -55,14 +56,33 @@ def test_two_writers_zookeeper_lock(spark, tmp_path, zookeeper_server):
     _assert_two_writers_two_rounds(run(2, 2, "zk", directory=str(tmp_path), spark=spark, lock_options=lock)["figures"])
 
 
-def test_two_writers_dynamodb_lock(spark, tmp_path, s3_server):
-    lock = {"hoodie.write.lock.dynamodb.endpoint_url": s3_server.url, "hoodie.write.lock.dynamodb.region": REGION,
+def _dynamodb_lock(s3_server) -> dict:
+    return {"hoodie.write.lock.dynamodb.endpoint_url": s3_server.url, "hoodie.write.lock.dynamodb.region": REGION,
             "hoodie.write.lock.dynamodb.table": f"locks_{uuid.uuid4().hex[:8]}", "hoodie.aws.access.key": ACCESS_KEY,
             "hoodie.aws.secret.key": SECRET_KEY}
-    _assert_two_writers_two_rounds(run(2, 2, "dynamodb", directory=str(tmp_path), spark=spark,
-                                       lock_options=lock)["figures"])
 
 
-def test_two_writers_storage_lock(spark, tmp_path):
-    _assert_two_writers_two_rounds(run(2, 2, "storage", directory=str(tmp_path), spark=spark)["figures"])
-    assert (tmp_path / "table" / ".hoodie" / ".locks" / "table_lock.json").exists()
+@pytest.mark.parametrize("lock", ["dynamodb", "storage"])
+def test_writes_commit_under_the_lease_based_locks(spark, tmp_path, s3_server, lock):
+    """The DynamoDB and storage-based providers reached through a writer's options (their cross-process exclusion,
+    lease expiry and unreachable service are tests/storage/transaction's; writer processes racing under a lock
+    are the ZooKeeper, metastore and file-system runs above): each commit takes and releases the lock."""
+    path = str(tmp_path / "table")
+    lock_options = _dynamodb_lock(s3_server) if lock == "dynamodb" else {}
+    opts = options(path, lock, mor=False, lock_options=lock_options)
+    for round_no in (1, 2):
+        spark.createDataFrame(batch(round_no, 0, 1), SCHEMA).write.format("hudi").options(**opts) \
+            .mode("append").save(path)
+    got = sorted(tuple(r) for r in spark.read.format("hudi").load(path).select(*COLUMNS).collect())
+    want = {}
+    for round_no in (1, 2):
+        want.update({row[0]: row for row in batch(round_no, 0, 1)})
+    assert got == sorted(want.values())
+    if lock == "storage":
+        assert (tmp_path / "table" / ".hoodie" / ".locks" / "table_lock.json").exists()
+    else:
+        import boto3
+
+        tables = boto3.client("dynamodb", endpoint_url=s3_server.url, region_name=REGION,
+                              aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY).list_tables()
+        assert lock_options["hoodie.write.lock.dynamodb.table"] in tables["TableNames"]

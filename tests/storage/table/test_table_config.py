@@ -67,3 +67,28 @@ def test_recovers_from_backup(tmp_path, damage):
 def test_not_a_table(tmp_path):
     with pytest.raises(HoodieTableNotFoundError, match="not a Hudi table"):
         load_table_config(HoodieStorage(), str(tmp_path))
+
+
+@pytest.mark.parametrize("name", ["sample_cow_v9_txns_simple_meta", "trips_mor_avro_v8_trips_8i3u1d"])
+def test_java_metadata_table_properties_load(fixture_table, name):
+    """Java's metadata tables name no database: their checksum is the CRC32 of `.<table>` (Java formats
+    `<database>.<table>` with an empty database), which the loader accepts too."""
+    meta = f"{fixture_table(name)}/.hoodie/metadata/.hoodie"
+    cfg = load_table_config(HoodieStorage(), meta)
+    assert "hoodie.database.name" not in cfg.props
+    assert cfg.props["hoodie.table.checksum"] == str(zlib.crc32(f".{cfg.props['hoodie.table.name']}".encode()))
+    assert cfg.props["hoodie.table.base.file.format"] == "HFILE"
+
+
+def test_table_without_database_gets_javas_checksum_and_old_form_still_loads(tmp_path):
+    """Java formats `<database>.<table>` with an empty database: `.<table>`. This engine once wrote CRC32 of the bare
+    name for such tables; those still load, and the next rewrite of the properties stores Java's form."""
+    storage = HoodieStorage()
+    create_table_config(storage, str(tmp_path),
+                        HoodieTableConfig({"hoodie.table.name": "t", "hoodie.table.version": "6"}))
+    assert load_table_config(storage, str(tmp_path)).props["hoodie.table.checksum"] == str(zlib.crc32(b".t"))
+    old = (tmp_path / "hoodie.properties").read_text().replace(str(zlib.crc32(b".t")), str(zlib.crc32(b"t")))
+    (tmp_path / "hoodie.properties").write_text(old)
+    cfg = load_table_config(storage, str(tmp_path))
+    update_table_config(storage, str(tmp_path), cfg)
+    assert load_table_config(storage, str(tmp_path)).props["hoodie.table.checksum"] == str(zlib.crc32(b".t"))

@@ -4,6 +4,7 @@ and an interrupted run finished by running it again."""
 from __future__ import annotations
 
 import os
+import shutil
 
 import pytest
 
@@ -137,16 +138,31 @@ class _Died(Exception):
     pass
 
 
+@pytest.fixture(scope="module")
+def interrupted_run_seeds(spark, tmp_path_factory):
+    """seed(direction, path): at `path` a copy (modification times kept: version 6 completion times come from
+    them) of the merge-on-read table an upgrade, or a downgrade, starts from; each is written once per module."""
+    root, made = tmp_path_factory.mktemp("upgrade-seeds"), {}
+
+    def seed(direction: str, path: str) -> None:
+        if direction not in made:
+            made[direction] = str(root / direction)
+            _table(spark, made[direction], mor=True)
+            if direction == "downgrade":
+                upgrade_table(made[direction], 9)
+                spark.createDataFrame([(2, "b6", 6, "p2")], SCHEMA).write.format("hudi").options(**_opts(True)) \
+                    .mode("append").save(made[direction])  # a version-9 log file
+        shutil.copytree(made[direction], path)
+
+    return seed
+
+
 @pytest.mark.parametrize("point", ["upgrade.after_archived_timeline", "upgrade.after_properties",
                                    "downgrade.after_log_renames", "downgrade.after_active_timeline",
                                    "downgrade.after_properties"])
-def test_an_interrupted_run_reads_and_finishes(spark, tmp_path, monkeypatch, point):
+def test_an_interrupted_run_reads_and_finishes(spark, tmp_path, monkeypatch, point, interrupted_run_seeds):
     path = str(tmp_path / "t")
-    _table(spark, path, mor=True)
-    if point.startswith("downgrade"):
-        upgrade_table(path, 9)
-        spark.createDataFrame([(2, "b6", 6, "p2")], SCHEMA).write.format("hudi").options(**_opts(True)) \
-            .mode("append").save(path)  # a version-9 log file
+    interrupted_run_seeds(point.split(".")[0], path)
     points = _points(path)
     before = _reads(spark, path, points)
 

@@ -1,7 +1,8 @@
 """Java-written table version 8 and 9 tables, written to by us: a copy of each fixture is upserted (an existing
 key updated, a new key, a key deleted), then compacted (merge-on-read), clustered and cleaned. After each step our
 reader and hudi-rs give the same rows, equal to Java's rows with exactly our changes. A table that carried a
-metadata table loses it on our first write (we do not maintain one yet), with hoodie.properties saying so."""
+metadata table loses it on our first write when the writer runs with `hoodie.metadata.enable=false` (this engine's
+default for now; tests/storage/metadata keep it in step when on), with hoodie.properties saying so."""
 from __future__ import annotations
 
 import shutil

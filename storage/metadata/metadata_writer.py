@@ -1,0 +1,671 @@
+"""Keeping a data table's metadata table in step (Hudi's HoodieBackedTableMetadataWriter), table versions 8 and 9:
+its creation and initialisation (bootstrap) on an existing table, one MDT deltacommit per data action, MDT
+rollbacks, and MDT compaction.
+
+Protocol (notes §4.1): every data action T completes through `storage.table.action_completion.complete_action`;
+this module's pre-complete hook (`on_pre_complete`) runs there, under the table lock, before T completes, and
+writes the MDT deltacommit with the same time T: `T.deltacommit.requested`, `.inflight`, one new version-1 log
+file per touched MDT file group holding one HFILE_DATA_BLOCK, then `T_<c>.deltacommit`. A write that dies in
+between leaves a completed MDT deltacommit whose data instant is not complete: readers ignore it (§4.3,
+`table_metadata.valid_instants`), and the rollback of the failed data instant rolls it back in the MDT too.
+
+Which tables: a writer or service whose config has `hoodie.metadata.enable=true` calls `prepare_metadata_table`
+before it changes the table: it creates / initialises the MDT partitions it maintains (`files`, and
+`column_stats` / `partition_stats` when enabled), drops those it does not maintain (record_index, secondary and
+expression indexes, bloom_filters: they would go stale) and registers the table with the hook. With the MDT
+disabled (or a table version 6 table) the MDT is removed, as Hudi does for such a writer
+(`storage.table.metadata_table.drop_metadata_table`).
+"""
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from importlib import resources
+
+from storage.avro.container import read_avro_container, write_avro_container
+from storage.avro.models import HOODIE_COMPACTION_PLAN, HOODIE_ROLLBACK_METADATA, HOODIE_ROLLBACK_PLAN
+from storage.config import HoodieConfig
+from storage.config import MetadataConfigKeys as MK
+from storage.config import TableConfigKeys as TK
+from storage.file_group.log_block import DeleteBlock, HFileDataBlock
+from storage.file_group.log_format import create_new_log_file
+from storage.fs_utils import join_path, make_base_file_name, make_write_token, parse_base_file_name, \
+    parse_log_file_name
+from storage.metadata.column_stats import (
+    ColumnStatsSettings,
+    aggregate_partition_stats,
+    file_stats,
+    tombstone,
+)
+from storage.metadata.hfile_io import write_records
+from storage.metadata.keys import (
+    ALL_PARTITIONS_KEY,
+    column_stats_key,
+    file_group_id,
+    file_group_index,
+    mdt_partition_name,
+    partition_stats_key,
+)
+from storage.metadata.records import (
+    ColumnStats,
+    FileInfo,
+    FileListing,
+    MetadataRecord,
+    MetadataRecordType,
+    MetaFields,
+)
+from storage.metadata.table_metadata import (
+    COLUMN_STATS,
+    FILES,
+    INIT_INSTANT_PREFIX,
+    PARTITION_STATS,
+    HoodieTableMetadata,
+    combine_records,
+    enabled_partitions,
+)
+from storage.table.action_completion import ActionCompletion, register_pre_complete
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.metadata_table import drop_metadata_table, metadata_table_path
+from storage.table.partition_metadata import write_partition_metadata
+from storage.table.table_config import HoodieTableConfig
+from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
+from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.rollback_records import RollbackRequest, rollback_metadata_record, rollback_plan_record
+
+log = logging.getLogger(__name__)
+
+MDT_VERSIONS = (8, 9)
+MAINTAINED = (FILES, COLUMN_STATS, PARTITION_STATS)  # in initialisation order: files first
+FILE_GROUP_PREFIX = {FILES: "files-", COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-"}
+HFILE_EXTENSION = ".hfile"
+UPSERT_PREPPED = "UPSERT_PREPPED"
+BULK_INSERT_PREPPED = "BULK_INSERT_PREPPED"
+COMPACT = "COMPACT"
+EMPTY_LOG_TOKEN = "0-0-0"
+_META_FIELD_COUNT = 5
+_COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
+                             Action.CLUSTERING, Action.LOG_COMPACTION})
+
+# what the MDT's hoodie.properties holds besides name and versions (notes §2.3)
+_MDT_PROPERTIES = {
+    TK.TYPE.key: "MERGE_ON_READ",
+    TK.BASE_FILE_FORMAT.key: "HFILE",
+    TK.RECORDKEY_FIELDS.key: "key",
+    TK.KEYGEN_TYPE.key: "HOODIE_TABLE_METADATA",
+    TK.POPULATE_META_FIELDS.key: "false",
+    TK.PAYLOAD_CLASS.key: "org.apache.hudi.metadata.HoodieMetadataPayload",
+    TK.RECORD_MERGE_MODE.key: "CUSTOM",
+    TK.RECORD_MERGE_STRATEGY_ID.key: "00000000-0000-0000-0000-000000000000",
+    TK.TIMELINE_LAYOUT_VERSION.key: "2",
+    TK.TIMELINE_PATH.key: "timeline",
+    TK.TIMELINE_HISTORY_PATH.key: "history",
+    TK.ARCHIVELOG_FOLDER.key: "history",
+    TK.DROP_PARTITION_COLUMNS.key: "false",
+}
+
+
+# ----------------------------------------------------------------------------------------------- schema
+
+
+@functools.lru_cache(maxsize=4)
+def record_schema(table_version: int) -> str:
+    """HoodieMetadataRecord (with the five meta fields) as the Hudi release writing `table_version` embeds it:
+    1.0.x for version 8 (no valueType, no ArrayWrapper), 1.1 for version 9."""
+    name = "HoodieMetadataRecord-1.0.avsc" if table_version == 8 else "HoodieMetadataRecord-1.1.avsc"
+    return resources.files("storage.metadata").joinpath("schemas", name).read_text("utf-8")
+
+
+@functools.lru_cache(maxsize=4)
+def commit_schema(table_version: int) -> str:
+    """The schema the MDT commit metadata names (`extraMetadata.schema`): without the meta fields."""
+    schema = json.loads(record_schema(table_version))
+    schema["fields"] = schema["fields"][_META_FIELD_COUNT:]
+    return json.dumps(schema, separators=(",", ":"))
+
+
+# ----------------------------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class MetadataWriteSettings:
+    """What a writer keeps in the MDT: `partitions` (subset of MAINTAINED), the column-stats columns, the file
+    group counts of partitions created here, and the compaction trigger."""
+
+    partitions: tuple[str, ...] = (FILES,)
+    column_stats: ColumnStatsSettings = field(default_factory=ColumnStatsSettings)
+    file_group_counts: tuple[tuple[str, int], ...] = ((FILES, 1), (COLUMN_STATS, 2), (PARTITION_STATS, 1))
+    max_delta_commits: int = MK.COMPACT_MAX_DELTA_COMMITS.default
+
+    @classmethod
+    def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9) -> "MetadataWriteSettings":
+        partitions = [FILES]
+        if config.get(MK.COLUMN_STATS_ENABLE):
+            partitions.append(COLUMN_STATS)
+            if config.get(MK.PARTITION_STATS_ENABLE) and partitioned:  # Java: none for non-partitioned tables
+                partitions.append(PARTITION_STATS)
+        columns = config.get(MK.COLUMN_STATS_COLUMNS)
+        return cls(tuple(partitions),
+                   ColumnStatsSettings(tuple(columns) if columns else None, config.get(MK.COLUMN_STATS_MAX_COLUMNS),
+                                       primitive_only=table_version == 8),
+                   ((FILES, 1), (COLUMN_STATS, config.get(MK.COLUMN_STATS_FILE_GROUP_COUNT)),
+                    (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT))),
+                   config.get(MK.COMPACT_MAX_DELTA_COMMITS))
+
+    def file_group_count(self, partition: str) -> int:
+        return dict(self.file_group_counts)[partition]
+
+
+# ----------------------------------------------------------------------------------------------- registration
+
+_REGISTERED: dict[str, MetadataWriteSettings] = {}
+_LOCK = threading.Lock()
+_HOOK_INSTALLED = False
+
+
+def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, action: str) -> bool:
+    """Before `action` changes the table: with `hoodie.metadata.enable` on a table version 8/9 table, make sure the
+    MDT exists with the partitions `config` asks for and keep it in step from now on (True); otherwise remove it
+    (False), as today."""
+    if not config.get(MK.ENABLE) or meta.table_config.version not in MDT_VERSIONS:
+        with _LOCK:
+            _REGISTERED.pop(meta.base_path, None)
+        drop_metadata_table(meta, action)
+        return False
+    settings = MetadataWriteSettings.of(config, bool(meta.table_config.partition_fields), meta.table_config.version)
+    _install_hook()
+    with _LOCK:
+        _REGISTERED[meta.base_path] = settings
+    MetadataWriter(meta, settings).ensure_partitions()
+    return True
+
+
+def _install_hook() -> None:
+    global _HOOK_INSTALLED
+    with _LOCK:
+        if not _HOOK_INSTALLED:
+            register_pre_complete(on_pre_complete)
+            _HOOK_INSTALLED = True
+
+
+def on_pre_complete(completion: ActionCompletion) -> None:
+    """The pre-complete hook: the MDT update for the action about to complete, for tables a writer with the MDT
+    enabled prepared in this process and whose MDT is still listed (a writer with it disabled removes it)."""
+    meta = completion.meta
+    with _LOCK:
+        settings = _REGISTERED.get(meta.base_path)
+    if settings is None or FILES not in enabled_partitions(meta):
+        return
+    MetadataWriter(meta, settings).update(completion)
+
+
+def discard_metadata_deltacommit(meta: HoodieTableMetaClient, instant_time: str) -> None:
+    """A write undone before its data instant completed (`storage.write.rollback.abort_write`) takes its MDT
+    deltacommit with it - before the data instant's files go, so a crash in between leaves a pending write whose
+    rollback finds the rest."""
+    if FILES in enabled_partitions(meta) and HoodieTableMetaClient.exists(metadata_table_path(meta), meta.storage):
+        MetadataWriter(meta, MetadataWriteSettings()).discard(instant_time)
+
+
+# ----------------------------------------------------------------------------------------------- the writer
+
+
+@dataclass
+class _Written:
+    """A file the MDT deltacommit wrote, for its commit metadata."""
+
+    partition: str
+    file_id: str
+    name: str
+    size: int
+    records: int
+
+
+class MetadataWriter:
+    """The MDT of data table `data` (version 8/9), written with `settings`."""
+
+    def __init__(self, data: HoodieTableMetaClient, settings: MetadataWriteSettings):
+        self.data = data
+        self.settings = settings
+        self.storage = data.storage
+        self.base_path = metadata_table_path(data)
+        self.version = data.table_config.version
+        self.schema = record_schema(self.version)
+        self._mdt: HoodieTableMetaClient | None = None
+
+    @property
+    def mdt(self) -> HoodieTableMetaClient:
+        if self._mdt is None:
+            self._mdt = HoodieTableMetaClient.load(self.base_path, self.storage)
+        return self._mdt
+
+    # -- creation and initialisation ---------------------------------------------------------------
+
+    def ensure_partitions(self) -> None:
+        """Create the MDT if needed, initialise the wanted partitions it lacks (files first), and drop the ones
+        this writer does not keep in step; the data table lists exactly what is usable afterwards."""
+        enabled = set(enabled_partitions(self.data))
+        if FILES not in enabled or not HoodieTableMetaClient.exists(self.base_path, self.storage):
+            if self.storage.is_dir(self.base_path):  # a half-built MDT (crash during initialisation) or stale
+                drop_metadata_table(self.data, "metadata table initialisation")
+            enabled = set()
+            self._create_table()
+        stale = sorted(enabled - set(self.settings.partitions))
+        if stale:
+            self._drop_partitions(stale, enabled)
+            enabled -= set(stale)
+        for partition in self.settings.partitions:
+            if partition not in enabled:
+                self._initialise(partition)
+                enabled.add(partition)
+                self._list_partitions(enabled)
+
+    def _create_table(self) -> None:
+        name = f"{self.data.table_config.name}_metadata"
+        props = {TK.NAME.key: name, TK.VERSION.key: str(self.version), TK.INITIAL_VERSION.key: str(self.version),
+                 **_MDT_PROPERTIES}
+        HoodieTableMetaClient.init_table(self.base_path, HoodieTableConfig(props), self.storage)
+        self.storage.mkdirs(f"{self.base_path}/.hoodie/.heartbeat")
+        self._mdt = None
+        log.info("created the metadata table of %s", self.data.base_path)
+
+    def _list_partitions(self, enabled: Iterable[str]) -> None:
+        self.data.update_table_config({TK.METADATA_PARTITIONS.key: ",".join(sorted(enabled)),
+                                       TK.METADATA_PARTITIONS_INFLIGHT.key: ""})
+
+    def _drop_partitions(self, partitions: list[str], enabled: set[str]) -> None:
+        """Unlist, then delete, MDT partitions nobody keeps in step here (Hudi drops a disabled index)."""
+        self._list_partitions(enabled - set(partitions))
+        for partition in partitions:
+            self.storage.delete_dir(f"{self.base_path}/{partition}")
+        log.warning("metadata table of %s: partitions %s are not maintained by this writer and were removed",
+                    self.data.base_path, ", ".join(partitions))
+
+    def _init_instant(self) -> str:
+        """`00000000000000000` plus k for the first k not on the MDT timeline (Hudi 1.x)."""
+        taken = {i.timestamp for i in self.mdt.active_timeline.all_files()}
+        k = 0
+        while f"{INIT_INSTANT_PREFIX}{k:03d}" in taken:
+            k += 1
+        return f"{INIT_INSTANT_PREFIX}{k:03d}"
+
+    def _initialise(self, partition: str) -> None:
+        """One BULK_INSERT_PREPPED deltacommit building `partition` from the data table as it stands: every file
+        group gets its empty 80-byte log, those with records a base HFile (notes §4.4)."""
+        instant = self._init_instant()
+        records = self._initial_records(partition)
+        timeline = self.mdt.active_timeline
+        inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
+        directory = f"{self.base_path}/{partition}"
+        self.storage.mkdirs(directory)
+        write_partition_metadata(self.storage, self.base_path, partition, instant)
+        groups = [file_group_id(FILE_GROUP_PREFIX[partition], i)
+                  for i in range(self.settings.file_group_count(partition))]
+        written = []
+        for fg, group_records in zip(groups, _by_file_group(records, len(groups))):
+            create_new_log_file(self.storage, directory, fg, instant, 1, EMPTY_LOG_TOKEN,
+                                [DeleteBlock.from_records([], instant)])
+            if group_records or partition == FILES:
+                written.append(self._write_base_file(partition, fg, instant, group_records, len(written)))
+        metadata = self._commit_metadata(written, instant, BULK_INSERT_PREPPED, base_files=True)
+        timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
+        log.info("metadata table of %s: initialised %s (%d records) at %s", self.data.base_path, partition,
+                 len(records), instant)
+
+    def _initial_records(self, partition: str) -> list[MetadataRecord]:
+        view = FileSystemView(self.data)
+        listing = committed_files(view)
+        if partition == FILES:
+            out = [_partition_list_record(listing)]
+            out += [_files_record(p, files) for p, files in sorted(listing.items()) if files]
+            return out
+        stats = {p: [s for name in files for s in file_stats(self.storage, join_path(self.data.base_path, p, name),
+                                                               self.settings.column_stats)]
+                 for p, files in listing.items()}
+        if partition == COLUMN_STATS:
+            return [_column_stats_record(p, s) for p, lst in stats.items() for s in lst]
+        latest = {p: _slice_file_names(view, p) for p in listing}
+        return [r for p, lst in stats.items()
+                for r in _partition_stats_records(p, [s for s in lst if s.file_name in latest[p]])]
+
+    def _write_base_file(self, partition: str, fg: str, instant: str, records: list[MetadataRecord],
+                         ordinal: int) -> _Written:
+        name = make_base_file_name(fg, make_write_token(ordinal, 0, ordinal), instant, HFILE_EXTENSION)
+        named = [replace(r, meta=MetaFields(file_name=name)) for r in records]
+        data = write_records(named, self.schema, base_file=True, create_time_ms=int(time.time() * 1000))
+        self.storage.create(f"{self.base_path}/{partition}/{name}", data)
+        return _Written(partition, fg, name, len(data), len(records))
+
+    def _commit_metadata(self, written: list[_Written], instant: str, operation: str,
+                         base_files: bool) -> HoodieCommitMetadata:
+        md = HoodieCommitMetadata(extraMetadata={"schema": commit_schema(self.version)}, operationType=operation,
+                                  compacted=operation == COMPACT)
+        for w in written:
+            stat = HoodieWriteStat(fileId=w.file_id, path=f"{w.partition}/{w.name}", numWrites=w.records,
+                                   totalWriteBytes=w.size, partitionPath=w.partition, fileSizeInBytes=w.size,
+                                   runtimeStats=RuntimeStats())
+            if base_files:
+                stat.numInserts = w.records
+            else:
+                stat.prevCommit, stat.numUpdateWrites = instant, w.records
+                stat.logVersion, stat.logOffset, stat.baseFile, stat.logFiles = 1, 0, "", [w.name]
+            md.add_write_stat(stat)
+        return md
+
+    # -- one data action ---------------------------------------------------------------------------
+
+    def update(self, completion: ActionCompletion) -> None:
+        """The MDT change for `completion`, before it completes."""
+        action, instant = completion.action, completion.instant_time
+        if action == Action.ROLLBACK:
+            for target in (completion.metadata or {}).get("commitsRollback") or []:
+                self.rollback(target, instant)
+            return
+        if action == Action.CLEAN:
+            records = self._clean_records(completion.metadata or {})
+        elif action in _COMMIT_ACTIONS and isinstance(completion.metadata, HoodieCommitMetadata):
+            records = self._commit_records(completion.metadata)
+        else:
+            return  # savepoint, restore (its rollbacks updated the MDT one by one)
+        self.discard(instant)  # an earlier attempt whose data instant never completed
+        self._maybe_compact()
+        self._deltacommit(instant, records)
+
+    def _commit_records(self, md: HoodieCommitMetadata) -> dict[str, list[MetadataRecord]]:
+        """files (+ the partition list), and the column and partition stats of the new files (notes §4.2)."""
+        new_files: dict[str, dict[str, int]] = {}
+        for stat in md.write_stats():
+            for path in [stat.path, *(stat.logFiles or [])]:
+                if path:
+                    new_files.setdefault(stat.partitionPath, {})[path.rsplit("/", 1)[-1]] = stat.fileSizeInBytes
+        out: dict[str, list[MetadataRecord]] = {FILES: [_partition_list_record(new_files)]}
+        out[FILES] += [_files_record(p, files) for p, files in sorted(new_files.items())]
+        if COLUMN_STATS not in self.settings.partitions:
+            return out
+        stats = {p: [s for name in files for s in file_stats(self.storage, join_path(self.data.base_path, p, name),
+                                                               self.settings.column_stats)]
+                 for p, files in new_files.items()}
+        out[COLUMN_STATS] = [_column_stats_record(p, s) for p, lst in stats.items() for s in lst]
+        if PARTITION_STATS in self.settings.partitions:
+            out[PARTITION_STATS] = self._partition_stats_after(md, new_files, stats)
+        return out
+
+    def _partition_stats_after(self, md: HoodieCommitMetadata, new_files: dict[str, dict[str, int]],
+                               new_stats: dict[str, list[ColumnStats]]) -> list[MetadataRecord]:
+        """Per touched partition, the stats over its latest slices once this commit lands: the slices the table
+        has now (replaced file groups included while the replace is inflight, as Java computes them) with this
+        commit's base files starting new slices and its log files joining theirs."""
+        view = FileSystemView(self.data, partitions=sorted(new_files))
+        known = _stats_by_file(HoodieTableMetadata(self.data), list(new_files))
+        out = []
+        for partition, files in sorted(new_files.items()):
+            slices = _slice_files(view, partition)
+            for name in files:
+                parsed = parse_base_file_name(name)
+                file_id = parsed.file_id if parsed else parse_log_file_name(name).file_id
+                if parsed:
+                    slices[file_id] = {name}
+                else:
+                    slices.setdefault(file_id, set()).add(name)
+            names = {n for group in slices.values() for n in group}
+            fresh = new_stats.get(partition, [])
+            by_file = {**known.get(partition, {}), **_group_by_file(fresh)}
+            columns = {s.column_name for s in fresh}
+            parts = []
+            for name in sorted(names):
+                indexed = {s.column_name for s in by_file.get(name, [])}
+                if not columns <= indexed:  # a file indexed before, on fewer columns, or not at all: read it now
+                    by_file[name] = file_stats(self.storage, join_path(self.data.base_path, partition, name),
+                                               self.settings.column_stats)
+                parts += by_file[name]
+            out += _partition_stats_records(partition, parts)
+        return out
+
+    def _clean_records(self, record: dict) -> dict[str, list[MetadataRecord]]:
+        """Deleted files leave the listing (isDeleted entries) and their column stats (tombstones)."""
+        deleted: dict[str, list[str]] = {}
+        for partition, pm in (record.get("partitionMetadata") or {}).items():
+            names = [f.rsplit("/", 1)[-1] for f in pm.get("successDeleteFiles") or []]
+            if names:
+                deleted[partition] = names
+        out: dict[str, list[MetadataRecord]] = {
+            FILES: [MetadataRecord(mdt_partition_name(p), MetadataRecordType.FILE_LIST,
+                                   FileListing({n: FileInfo(0, True) for n in names}))
+                    for p, names in sorted(deleted.items())]}
+        if COLUMN_STATS in self.settings.partitions and deleted:
+            known = _stats_by_file(HoodieTableMetadata(self.data), list(deleted))
+            out[COLUMN_STATS] = [_column_stats_record(p, tombstone(s)) for p, names in deleted.items()
+                                 for n in names for s in known.get(p, {}).get(n, [])]
+        return out
+
+    def _deltacommit(self, instant: str, records: dict[str, list[MetadataRecord]]) -> None:
+        """The MDT deltacommit `instant`: one new log file per touched file group (notes §2.4, §2.5)."""
+        timeline = self.mdt.active_timeline
+        inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
+        written: list[_Written] = []
+        for partition in MAINTAINED:
+            if not records.get(partition) or partition not in self.settings.partitions:
+                continue
+            groups = self._file_groups(partition)
+            for fg, group_records in zip(groups, _by_file_group(records[partition], len(groups))):
+                if group_records:
+                    written.append(self._write_log_file(partition, fg, instant, group_records, len(written)))
+        metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
+        timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
+        log.debug("metadata table of %s: deltacommit %s wrote %d log files", self.data.base_path, instant,
+                  len(written))
+
+    def _write_log_file(self, partition: str, fg: str, instant: str, records: list[MetadataRecord],
+                        ordinal: int) -> _Written:
+        block = HFileDataBlock.from_hfile(write_records(records, self.schema, base_file=False,
+                                                        create_time_ms=int(time.time() * 1000)),
+                                          self.schema, instant)
+        new = create_new_log_file(self.storage, f"{self.base_path}/{partition}", fg, instant, 1,
+                                  make_write_token(ordinal, 0, ordinal), [block])
+        return _Written(partition, fg, new.name, new.size, len(records))
+
+    def _file_groups(self, partition: str) -> list[str]:
+        """The file group ids of an MDT partition, in index order (the key hash picks among them)."""
+        names = [i.name for i in self.storage.list_dir(f"{self.base_path}/{partition}") if not i.is_dir]
+        ids = {p.file_id for p in (parse_base_file_name(n) or parse_log_file_name(n) for n in names) if p}
+        return sorted(ids)
+
+    # -- rollback ------------------------------------------------------------------------------------
+
+    def _instant_files(self, instant: str) -> dict[str, list[str]]:
+        """MDT partition -> paths of the files MDT instant `instant` wrote (v8+: its name is in theirs)."""
+        out: dict[str, list[str]] = {}
+        for partition in enabled_partitions(self.data):
+            directory = f"{self.base_path}/{partition}"
+            if not self.storage.is_dir(directory):
+                continue
+            for info in self.storage.list_dir(directory):
+                parsed = parse_log_file_name(info.name) or parse_base_file_name(info.name)
+                if parsed and parsed.instant_time == instant:
+                    out.setdefault(partition, []).append(info.path)
+        return out
+
+    def discard(self, instant: str) -> None:
+        """Remove MDT deltacommit `instant` whose data instant will never complete (an earlier attempt, or a write
+        undone before publishing): its files, then its instant files."""
+        if self.mdt.active_timeline.timeline.find(instant) is None:
+            return
+        for paths in self._instant_files(instant).values():
+            for path in paths:
+                self.storage.delete(path)
+        self._delete_instant(instant)
+
+    def _delete_instant(self, instant: str) -> None:
+        timeline = self.mdt.active_timeline
+        for i in [i for i in timeline.all_files() if i.timestamp == instant]:
+            timeline.delete_instant_file(i)
+
+    def rollback(self, target: str, rollback_time: str) -> None:
+        """The MDT side of the data rollback `rollback_time` of `target`: an MDT rollback with the same time
+        deleting the log files MDT deltacommit `target` wrote, then `target` leaves the MDT timeline (§4.7). When
+        an MDT compaction may already hold those records, the MDT is removed instead (the next writer with it
+        enabled builds it again): a listing never shows a rolled-back file."""
+        found = self.mdt.active_timeline.timeline.find(target)
+        if found is None:
+            return
+        if self._compacted(target):
+            drop_metadata_table(self.data, f"rollback of {target} (already compacted into the metadata table)")
+            return
+        files = self._instant_files(target)
+        requests = [RollbackRequest(p, "", target, paths) for p, paths in sorted(files.items())]
+        target_instant = HoodieInstant(found.state, found.action, target)
+        timeline = self.mdt.active_timeline
+        started = time.time()
+        requested = timeline.create_requested(Action.ROLLBACK, rollback_time, write_avro_container(
+            HOODIE_ROLLBACK_PLAN, rollback_plan_record(target_instant, requests)))
+        inflight = timeline.transition_to_inflight(requested)
+        deleted = {p: [path for path in paths if self.storage.delete(path) or not self.storage.exists(path)]
+                   for p, paths in files.items()}
+        record = rollback_metadata_record(rollback_time, int((time.time() - started) * 1000), target_instant,
+                                          deleted, {})
+        timeline.transition_to_complete(inflight, write_avro_container(HOODIE_ROLLBACK_METADATA, record))
+        self._delete_instant(target)
+        log.info("metadata table of %s: rolled back %s (%d files)", self.data.base_path, target,
+                 sum(map(len, deleted.values())))
+
+    def _compacted(self, target: str) -> bool:
+        """Did a completed MDT compaction merge log files of deltacommit `target` into base files (its plan names
+        them)?"""
+        timeline = self.mdt.active_timeline
+        marker = f"_{target}.log."
+        for instant in self.mdt.timeline.completed().of_actions([Action.COMMIT]):
+            if instant.timestamp < target:
+                continue
+            plan = read_avro_container(timeline.read_bytes(timeline.requested_of(instant)))
+            if any(marker in path for op in plan.get("operations") or [] for path in op.get("deltaFilePaths") or []):
+                return True
+        return False
+
+    # -- compaction ----------------------------------------------------------------------------------
+
+    def _maybe_compact(self) -> None:
+        """Compact every MDT file group once `max_delta_commits` deltacommits completed since the last MDT
+        compaction; run before the next deltacommit, so that one's log files fall in the new slices."""
+        completed = self.mdt.timeline.completed()
+        last = completed.of_actions([Action.COMMIT]).last()
+        since = [i for i in completed.of_actions([Action.DELTA_COMMIT])
+                 if last is None or i.timestamp > last.timestamp]
+        if len(since) >= self.settings.max_delta_commits:
+            self.compact()
+
+    def compact(self) -> str:
+        """An MDT compaction at a fresh instant: per file group, the merged records of its latest slice (the log
+        blocks of valid instants only) in a new base HFile (notes §4.5)."""
+        reader = HoodieTableMetadata(self.data)
+        timeline = self.mdt.active_timeline
+        instant = timeline.new_instant_time()
+        plan_ops, outputs = [], []
+        for partition in self.settings.partitions:
+            for file_slice in reader.file_slices(partition):
+                logs = [lf.name for lf in file_slice.sorted_log_files() if lf.instant_time in reader.valid]
+                plan_ops.append({"baseInstantTime": file_slice.base_instant, "deltaFilePaths": logs,
+                                 "dataFilePath": file_slice.base_file.name if file_slice.base_file else None,
+                                 "fileId": file_slice.file_id, "partitionPath": partition, "metrics": {},
+                                 "bootstrapFilePath": None})
+                outputs.append((partition, file_slice))
+        plan = {"operations": plan_ops, "extraMetadata": None, "version": 1, "strategy": None,
+                "preserveHoodieMetadata": None, "missingSchedulePartitions": None}
+        requested = timeline.create_requested(Action.COMPACTION, instant,
+                                              write_avro_container(HOODIE_COMPACTION_PLAN, plan))
+        inflight = timeline.transition_to_inflight(requested)
+        written = []
+        for partition, file_slice in outputs:
+            records = [r for r in map(_for_base_file, reader.slice_records(file_slice).values()) if r is not None]
+            written.append(self._write_base_file(partition, file_slice.file_id, instant, records, len(written)))
+        metadata = self._commit_metadata(written, instant, COMPACT, base_files=True)
+        timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
+        log.info("metadata table of %s: compacted %d file groups at %s", self.data.base_path, len(written), instant)
+        return instant
+
+
+# ----------------------------------------------------------------------------------------------- records
+
+
+def committed_files(view: FileSystemView) -> dict[str, dict[str, int]]:
+    """Partition -> {file name: size} of every committed data file (all slices, replaced file groups too: files
+    leave the listing only when the cleaner deletes them)."""
+    out: dict[str, dict[str, int]] = {p: {} for p in view.partitions()}
+    groups = view.file_groups() + [g for g, _ in view.replaced_file_groups()]
+    for group in groups:
+        files = out.setdefault(group.file_group_id.partition_path, {})
+        for file_slice in group.slices.values():
+            if file_slice.base_file is not None:
+                files[file_slice.base_file.name] = file_slice.base_file.size
+            files.update((lf.name, lf.size) for lf in file_slice.log_files)
+    return out
+
+
+def _slice_files(view: FileSystemView, partition: str) -> dict[str, set[str]]:
+    """File id -> names of the files of its latest slice (file groups replaced by completed instants left out)."""
+    return {s.file_id: {*([s.base_file.name] if s.base_file else []), *(lf.name for lf in s.log_files)}
+            for s in view.latest_file_slices([partition])}
+
+
+def _slice_file_names(view: FileSystemView, partition: str) -> set[str]:
+    return {n for names in _slice_files(view, partition).values() for n in names}
+
+
+def _stats_by_file(reader: HoodieTableMetadata, partitions: list[str]) -> dict[str, dict[str, list[ColumnStats]]]:
+    return {p: _group_by_file(reader.column_stats(partition_path=p)) for p in partitions}
+
+
+def _group_by_file(stats: Iterable[ColumnStats]) -> dict[str, list[ColumnStats]]:
+    out: dict[str, list[ColumnStats]] = {}
+    for s in stats:
+        out.setdefault(s.file_name or "", []).append(s)
+    return out
+
+
+def _partition_list_record(partitions: Iterable[str]) -> MetadataRecord:
+    return MetadataRecord(ALL_PARTITIONS_KEY, MetadataRecordType.PARTITION_LIST,
+                          FileListing({mdt_partition_name(p): FileInfo(0) for p in sorted(partitions)}))
+
+
+def _files_record(partition: str, files: dict[str, int]) -> MetadataRecord:
+    return MetadataRecord(mdt_partition_name(partition), MetadataRecordType.FILE_LIST,
+                          FileListing({n: FileInfo(size) for n, size in sorted(files.items())}))
+
+
+def _column_stats_record(partition: str, stats: ColumnStats) -> MetadataRecord:
+    return MetadataRecord(column_stats_key(stats.column_name or "", partition, stats.file_name or ""),
+                          MetadataRecordType.COLUMN_STATS, stats)
+
+
+def _partition_stats_records(partition: str, stats: list[ColumnStats]) -> list[MetadataRecord]:
+    return [MetadataRecord(partition_stats_key(s.column_name or "", partition), MetadataRecordType.PARTITION_STATS, s)
+            for s in aggregate_partition_stats(mdt_partition_name(partition), stats)]
+
+
+def _by_file_group(records: list[MetadataRecord], count: int) -> list[list[MetadataRecord]]:
+    """Records placed in their file groups (Java hash of the key mod `count`), one record per key."""
+    groups: list[dict[str, MetadataRecord]] = [{} for _ in range(count)]
+    for record in records:
+        group = groups[file_group_index(record.key, count) if count > 1 else 0]
+        previous = group.get(record.key)
+        group[record.key] = record if previous is None else combine_records(previous, record)
+    return [list(g.values()) for g in groups]
+
+
+def _for_base_file(record: MetadataRecord) -> MetadataRecord | None:
+    """What a compacted base file keeps of a merged record: no tombstones (nothing older is left to cancel)."""
+    payload = record.payload
+    if isinstance(payload, ColumnStats):
+        return None if payload.is_deleted else record
+    if isinstance(payload, FileListing):
+        return replace(record, payload=FileListing({n: i for n, i in payload.entries.items() if not i.is_deleted}))
+    return record
+
+
+__all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema", "committed_files",
+           "discard_metadata_deltacommit", "on_pre_complete",
+           "prepare_metadata_table", "record_schema"]
