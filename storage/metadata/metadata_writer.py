@@ -195,13 +195,25 @@ def _install_hook() -> None:
 
 def on_pre_complete(completion: ActionCompletion) -> None:
     """The pre-complete hook: the MDT update for the action about to complete, for tables a writer with the MDT
-    enabled prepared in this process and whose MDT is still listed (a writer with it disabled removes it)."""
+    enabled prepared in this process and whose MDT is still listed (a writer with it disabled removes it). An
+    action that changes files on a table with an MDT nobody here keeps in step (a path that did not prepare it)
+    removes the MDT first: readers list files through it, and a stale one would hide the action's files."""
     meta = completion.meta
     with _LOCK:
         settings = _REGISTERED.get(meta.base_path)
-    if settings is None or FILES not in enabled_partitions(meta):
+    if FILES not in enabled_partitions(meta):
+        return
+    if settings is None:
+        if _changes_files(completion):
+            drop_metadata_table(meta, f"{completion.action} {completion.instant_time} (not kept in step here)")
         return
     MetadataWriter(meta, settings).update(completion)
+
+
+def _changes_files(completion: ActionCompletion) -> bool:
+    if isinstance(completion.metadata, HoodieCommitMetadata):
+        return bool(completion.metadata.write_stats())
+    return completion.action != Action.SAVEPOINT
 
 
 def discard_metadata_deltacommit(meta: HoodieTableMetaClient, instant_time: str) -> None:
@@ -669,3 +681,8 @@ def _for_base_file(record: MetadataRecord) -> MetadataRecord | None:
 __all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema", "committed_files",
            "discard_metadata_deltacommit", "on_pre_complete",
            "prepare_metadata_table", "record_schema"]
+
+
+# Installed when the module loads (every process that writes or runs a service imports it): tables nobody here
+# prepared still get the protection of `on_pre_complete`.
+_install_hook()

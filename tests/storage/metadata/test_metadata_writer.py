@@ -273,6 +273,27 @@ def test_a_writer_with_the_metadata_table_disabled_removes_it(spark, tmp_path):
     check_metadata_table(base)
 
 
+def test_an_action_nobody_here_keeps_in_step_removes_the_metadata_table(spark, tmp_path, monkeypatch, caplog):
+    """A path that changes files without preparing the MDT (simulated: the write skips the preparation and this
+    process forgets the table) must not leave a stale MDT behind: readers list files through it. (The write's
+    inline table services, which prepare it, then build it again from the table.)"""
+    import storage.metadata.metadata_writer as metadata_writer
+    import storage.write.write_operation as write_operation
+
+    base = tmp_path / "mdt_unprepared"
+    opts = _options(base.name, "COPY_ON_WRITE")
+    _write(spark, base, opts, [(1, "a", 1.0, 1, "x")], "insert")
+    assert (base / ".hoodie" / "metadata").is_dir()
+    monkeypatch.setattr(write_operation, "prepare_metadata_table", lambda *a: False)
+    monkeypatch.setattr(metadata_writer, "_REGISTERED", {})
+    with caplog.at_level("WARNING", logger="storage.table.metadata_table"):
+        _write(spark, base, opts, [(2, "b", 2.0, 1, "y")], "insert")
+    assert "(not kept in step here)" in caplog.text and "is removed first" in caplog.text
+    if (base / ".hoodie" / "metadata").exists():
+        check_metadata_table(base)
+    assert sorted(dict(r)["id"] for r in _rows(spark, base)) == [1, 2]
+
+
 def test_a_version_6_table_never_gets_one(spark, tmp_path):
     base = tmp_path / "mdt_v6"
     _write(spark, base, _options(base.name, "COPY_ON_WRITE", **{"hoodie.write.table.version": "6"}),
