@@ -330,20 +330,35 @@ class MetadataWriter:
                  len(records), instant)
 
     def _initial_records(self, partition: str) -> list[MetadataRecord]:
-        view = FileSystemView(self.data)
-        listing = committed_files(view)
+        listing, latest = self._table_files
         if partition == FILES:
             out = [_partition_list_record(listing)]
             out += [_files_record(p, files) for p, files in sorted(listing.items()) if files]
             return out
-        stats = {p: [s for name in files for s in file_stats(self.storage, join_path(self.data.base_path, p, name),
-                                                               self.settings.column_stats)]
-                 for p, files in listing.items()}
         if partition == COLUMN_STATS:
-            return [_column_stats_record(p, s) for p, lst in stats.items() for s in lst]
-        latest = {p: _slice_file_names(view, p) for p in listing}
-        return [r for p, lst in stats.items()
+            return [_column_stats_record(p, s) for p, lst in self._table_stats.items() for s in lst]
+        return [r for p, lst in self._table_stats.items()
                 for r in _partition_stats_records(p, [s for s in lst if s.file_name in latest[p]])]
+
+    @functools.cached_property
+    def _table_files(self) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
+        """The data table as initialisation sees it, listed once for every partition it builds: partition ->
+        {file: size} of every committed file, and partition -> the names in its latest slices."""
+        view = FileSystemView(self.data)
+        listing = committed_files(view)
+        return listing, {p: _slice_file_names(view, p) for p in listing}
+
+    @functools.cached_property
+    def _table_stats(self) -> dict[str, list[ColumnStats]]:
+        """Every committed file's column stats, read once for column_stats and partition_stats alike."""
+        return self._stats_of(self._table_files[0])
+
+    def _stats_of(self, files: dict[str, dict[str, int]]) -> dict[str, list[ColumnStats]]:
+        """Partition -> the column stats of the named data files of each partition."""
+        return {p: [s for name in names for s in self._file_stats(p, name)] for p, names in files.items()}
+
+    def _file_stats(self, partition: str, name: str) -> list[ColumnStats]:
+        return file_stats(self.storage, join_path(self.data.base_path, partition, name), self.settings.column_stats)
 
     def _write_base_file(self, partition: str, fg: str, instant: str, records: list[MetadataRecord],
                          ordinal: int) -> _Written:
@@ -399,9 +414,7 @@ class MetadataWriter:
         out[FILES] += [_files_record(p, files) for p, files in sorted(new_files.items())]
         if COLUMN_STATS not in self.settings.partitions:
             return out
-        stats = {p: [s for name in files for s in file_stats(self.storage, join_path(self.data.base_path, p, name),
-                                                               self.settings.column_stats)]
-                 for p, files in new_files.items()}
+        stats = self._stats_of(new_files)
         out[COLUMN_STATS] = [_column_stats_record(p, s) for p, lst in stats.items() for s in lst]
         if PARTITION_STATS in self.settings.partitions:
             out[PARTITION_STATS] = self._partition_stats_after(md, new_files, stats)
@@ -432,8 +445,7 @@ class MetadataWriter:
             for name in sorted(names):
                 indexed = {s.column_name for s in by_file.get(name, [])}
                 if not columns <= indexed:  # a file indexed before, on fewer columns, or not at all: read it now
-                    by_file[name] = file_stats(self.storage, join_path(self.data.base_path, partition, name),
-                                               self.settings.column_stats)
+                    by_file[name] = self._file_stats(partition, name)
                 parts += by_file[name]
             out += _partition_stats_records(partition, parts)
         return out
