@@ -97,3 +97,38 @@ def measure(fn, watch_dir: str | None, jvm_pid: int | None):
     mb = 1 << 20
     return result, Sample(seconds, rss.py_peak / mb, (rss.py_peak - rss.py_start) / mb,
                           rss.jvm_peak / mb if jvm_pid else None, files, nbytes)
+
+
+def median_seconds(fn, runs: int) -> tuple[float, object]:
+    """The median wall seconds of `runs` calls of `fn`, and the last call's result."""
+    import statistics
+
+    times, result = [], None
+    for _ in range(runs):
+        started = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - started)
+    return round(statistics.median(times), 4), result
+
+
+def bench_session():
+    """The warm `local[2]` session a workload script measures in: the SQL front end, no metastore (tables live in
+    temporary directories; a catalog would keep their names from run to run)."""
+    import sqlext
+
+    spark = sqlext.session(master="local[2]", metastore=False,
+                           conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
+                                 "spark.ui.showConsoleProgress": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def save_result(doc: dict, out_dir: str, workload: str) -> str:
+    """`doc` as bench/results/<workload>-<UTC time>.json; its path."""
+    import json
+
+    os.makedirs(out_dir, exist_ok=True)
+    out = os.path.join(out_dir, f"{workload}-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json")
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=2)
+    return out

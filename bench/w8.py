@@ -20,16 +20,16 @@ actions' min/max stats. Writes bench/results/w8-<UTC time>.json and prints a tab
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
-import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
+
+from bench.measure import bench_session, median_seconds, save_result
 import pyarrow.parquet as pq
 
 log = logging.getLogger("bench.w8")
@@ -166,15 +166,6 @@ def spark_scan_metrics(df) -> dict[str, int]:
     return out
 
 
-def _median_seconds(fn, runs: int) -> tuple[float, object]:
-    times, result = [], None
-    for _ in range(runs):
-        started = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - started)
-    return round(statistics.median(times), 4), result
-
-
 # -- ours -----------------------------------------------------------------------------------------------------
 def latest_base_paths(path: str) -> list[str]:
     from storage.table.fs_view import FileSystemView
@@ -193,7 +184,7 @@ def query_ours(spark, path: str, qs: list[Query], data: list[pa.Table], runs: in
             holder["df"] = spark.read.format("hudi").load(path).where(q.column())
             return len(holder["df"].collect())
 
-        seconds, count = _median_seconds(run, runs)
+        seconds, count = median_seconds(run, runs)
         assert count == expected_count(data, q), (q.name, count, expected_count(data, q))
         out[q.name] = {"seconds": seconds, "rows": count, **pruning(paths, q), **spark_scan_metrics(holder["df"])}
     return out
@@ -247,7 +238,7 @@ def query_delta(path: str, qs: list[Query], data: list[pa.Table], runs: int) -> 
         def run(q: Query = q) -> int:
             return DeltaTable(path).to_pyarrow_dataset().to_table(filter=q.arrow()).num_rows
 
-        seconds, count = _median_seconds(run, runs)
+        seconds, count = median_seconds(run, runs)
         assert count == expected_count(data, q), (q.name, count)
         out[q.name] = {"seconds": seconds, "rows": count, **_delta_pruning(dt, q)}
     return out
@@ -322,28 +313,14 @@ def parse(argv: list[str] | None) -> tuple[W8Config, str]:
                     not a.no_deltalake), a.out
 
 
-def save(doc: dict, out_dir: str) -> str:
-    os.makedirs(out_dir, exist_ok=True)
-    out = os.path.join(out_dir, f"w8-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json")
-    with open(out, "w") as f:
-        json.dump(doc, f, indent=2)
-    return out
-
-
 def main(argv: list[str] | None = None) -> int:
     cfg, out_dir = parse(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     log.setLevel(logging.INFO)
-    import sqlext
-
-    # no metastore: the tables live in temporary directories (a catalog would keep their names from run to run)
-    spark = sqlext.session(master="local[2]", metastore=False,
-                           conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4",
-                                 "spark.ui.showConsoleProgress": "false"})
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = bench_session()
     with tempfile.TemporaryDirectory(prefix="bench-w8-") as work:
         doc = run(cfg, spark, work)
-    out = save(doc, out_dir)
+    out = save_result(doc, out_dir, "w8")
     print("\n".join(table_lines(doc)))
     print(f"written {out}")
     return 0

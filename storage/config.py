@@ -326,6 +326,9 @@ class ReadConfigKeys:
     BEGIN_INSTANTTIME = _prop("hoodie.datasource.read.begin.instanttime", None, str)
     END_INSTANTTIME = _prop("hoodie.datasource.read.end.instanttime", None, str)
     INCR_FALLBACK_FULLSCAN = _prop("hoodie.datasource.read.incr.fallback.fulltablescan.enable", False, parse_bool)
+    ENABLE_DATA_SKIPPING = _prop("hoodie.enable.data.skipping", True, parse_bool,
+                                 doc="a read's filters prune file slices by the metadata table's column_stats and "
+                                     "partition_stats (storage/read/data_skipping.py) when the table keeps them")
     EXTRACT_PARTITION_VALUES_FROM_PATH = _prop(
         "hoodie.datasource.read.extract.partition.values.from.path", False, parse_bool,
         doc="partition columns take their values from the partition path instead of the data files")

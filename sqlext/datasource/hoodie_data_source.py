@@ -15,7 +15,7 @@ DataFrame writer routes `save` / `saveAsTable` / `insertInto` / `writeTo` on the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Iterator
 
 import pyarrow as pa
@@ -105,13 +105,13 @@ class _ReadPlan:
     @classmethod
     def of(cls, path: str, options: dict[str, str], plan_slices: bool = True) -> "_ReadPlan":
         from storage.config import HoodieConfig
-        from storage.config import MetadataConfigKeys as MK, ReadConfigKeys as RK
+        from storage.config import ReadConfigKeys as RK
         from storage.io.storage import HoodieStorage
         from storage.io.storage_location import normalize_base_path
         from storage.io.storage_options import session_storage_options
         from storage.meta_fields import with_meta_columns
         from storage.read.file_slice_reader import FileSliceReadContext
-        from storage.table.fs_view import FileSystemView
+        from storage.read.reader import file_slices_to_read
         from storage.table.meta_client import HoodieTableMetaClient
         from storage.table.schema_resolver import table_data_schema
         from storage.timeline.instant_time import normalize_instant_time
@@ -129,11 +129,5 @@ class _ReadPlan:
         schema = table_data_schema(meta, as_of, None)
         if schema is None:
             raise HoodieReadError(f"table {meta.base_path} has no schema (no completed commit carries one)")
-        slices = []
-        if plan_slices:
-            view = FileSystemView(meta, as_of=as_of, use_metadata_table=config.get(MK.READER_ENABLE))
-            mor = meta.table_config.is_mor
-            slices = view.latest_merged_file_slices(None) if mor else view.latest_file_slices(None)
-            if query_type == "read_optimized":
-                slices = [replace(s, log_files=[]) for s in slices if s.base_file is not None]
+        slices = file_slices_to_read(meta, config) if plan_slices else []
         return cls(with_meta_columns(schema), slices, FileSliceReadContext.for_table(meta, as_of, config))

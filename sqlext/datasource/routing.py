@@ -98,13 +98,13 @@ def _load(original):
         fmt = (format or state["format"] or "").lower()
         if fmt not in HUDI_FORMATS:
             return original(self, path, format, schema, **options)
-        from storage.read import read_table
+        from sqlext.datasource.skipping_frame import HoodieDataFrame
 
         opts = {**state["options"], **{k: _text(v) for k, v in options.items()}}
         target = path or opts.get("path")
         if not target:
             raise ValueError("hudi load needs a path")
-        return read_table(self._spark, target, HoodieConfig.of(opts))
+        return HoodieDataFrame.read(self._spark, target, HoodieConfig.of(opts))
     return wrapper
 
 
@@ -214,13 +214,13 @@ def _table(original, spark_of):
         found = _hudi_table(spark, tableName)
         if found is None or found[2] is None:
             return original(self, tableName)
-        from storage.read import read_table
+        from sqlext.datasource.skipping_frame import HoodieDataFrame
 
         ref = found[2]
         options = {**(_state(self)["options"] if isinstance(self, DataFrameReader) else {})}
         if ref.query_type:
             options[RK.QUERY_TYPE.key] = ref.query_type
-        return read_table(spark, ref.path, HoodieConfig.of(options))
+        return HoodieDataFrame.read(spark, ref.path, HoodieConfig.of(options))
     return wrapper
 
 

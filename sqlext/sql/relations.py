@@ -12,10 +12,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import NumericType, StringType
 from sqlglot import exp
 
-from sqlext.sql.pruning import partition_filter
+from sqlext.sql.pruning import data_filter, partition_filter
 from sqlext.sql.resolver import HudiTableRef, TableName
 from sqlext.sql.table import HudiTable
-from storage.config import ReadConfigKeys as RK
+from storage.config import MetadataConfigKeys as MK, ReadConfigKeys as RK
 from storage.meta_fields import RECORD_KEY
 from storage.timeline.instant_time import normalize_instant_time
 
@@ -108,12 +108,14 @@ def _snapshot(ctx, node: exp.Table, ref: HudiTableRef, names: set[str] | None = 
     if from_path is not None:  # `SET hoodie.datasource.read.extract.partition.values.from.path=true` (queries only)
         options = {**(options or {}), RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key: from_path}
     pf = _pruning(node, table)
+    skip_by = _data_skipping(node, table)
+    options = {**(options or {}), **read_session_options(ctx)}
     columns = None
     if names is not None:
         columns = [c for c in table.snapshot_columns if c.lower() in names]
         if not columns:  # count(*) and the like: one narrow column keeps the rows
             columns = [RECORD_KEY]
-    return table.snapshot(ctx.spark, options, pf, columns)
+    return table.snapshot(ctx.spark, options, pf, columns, skip_by)
 
 
 def time_travel_options(ctx, node: exp.Table, table: HudiTable) -> dict[str, str] | None:
@@ -173,6 +175,31 @@ def _pruning(node: exp.Table, table: HudiTable):
     cfg = table.meta.table_config
     return partition_filter(where.this if where else None, partition_types(table), {node.alias_or_name.lower()},
                             single, cfg.keygen_class, cfg.url_encode_partitioning)
+
+
+def _data_skipping(node: exp.Table, table: HudiTable):
+    """The WHERE clause as a predicate to skip files by, for a table that is a query's only FROM item (an outer
+    join's side would let a null-extended row through that its skipped matches would have prevented)."""
+    parent = node.parent
+    select = parent.parent if isinstance(parent, exp.From) else None
+    if not isinstance(select, exp.Select) or select.args.get("joins") or not select.args.get("where"):
+        return None
+    return data_filter(select.args["where"].this, table.snapshot_columns, {node.alias_or_name.lower()}, True)
+
+
+def where_data_filter(table: HudiTable, where: exp.Expression | None, qualifier: str):
+    """Data skipping for UPDATE/DELETE: the WHERE clause of a single-table statement."""
+    return data_filter(where, table.snapshot_columns, {qualifier.lower()}, True)
+
+
+def read_session_options(ctx) -> dict[str, str]:
+    """Reader options a session sets with `SET` (data skipping, listing through the metadata table)."""
+    out = {}
+    for key in (RK.ENABLE_DATA_SKIPPING.key, MK.READER_ENABLE.key):
+        value = ctx.spark.conf.get(key, None)
+        if value is not None:
+            out[key] = value
+    return out
 
 
 def where_partition_filter(table: HudiTable, where: exp.Expression | None, qualifier: str):

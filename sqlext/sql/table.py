@@ -17,6 +17,7 @@ from storage.index.index_factory import create_index, is_global_index
 from storage.keygen import KeyGenerator, create_key_generator
 from storage.meta_fields import IS_DELETED, META_COLUMNS, PARTITION_PATH, RECORD_KEY
 from storage.read import read_table
+from storage.read.predicates import Predicate
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.schema_resolver import table_data_schema
 from sqlext.sql.resolver import HudiTableRef
@@ -76,10 +77,11 @@ class HudiTable:
         return list(META_COLUMNS) + self.columns
 
     def snapshot(self, spark: SparkSession, options: dict[str, str] | None = None,
-                 partition_filter: PartitionFilter | None = None, columns: list[str] | None = None) -> DataFrame:
+                 partition_filter: PartitionFilter | None = None, columns: list[str] | None = None,
+                 data_filter: Predicate | None = None) -> DataFrame:
         """Meta columns, then the visible data columns (hidden engine columns dropped); only `columns` (of
-        `snapshot_columns`) when given."""
-        df = read_table(spark, self.ref.path, HoodieConfig.of(options), partition_filter, columns)
+        `snapshot_columns`) when given; files `data_filter` cannot match skipped (the caller filters rows)."""
+        df = read_table(spark, self.ref.path, HoodieConfig.of(options), partition_filter, columns, data_filter)
         return df.drop(*self.hidden) if self.hidden else df
 
     # -- writes ----------------------------------------------------------------------------------

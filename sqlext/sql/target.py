@@ -9,7 +9,7 @@ from pyspark.sql import functions as F
 from sqlglot import exp
 
 from sqlext.sql.assign import check_boolean, expression_types
-from sqlext.sql.relations import where_partition_filter
+from sqlext.sql.relations import read_session_options, where_data_filter, where_partition_filter
 from sqlext.sql.scope import Scope, check_columns
 from sqlext.sql.table import HudiTable
 
@@ -31,7 +31,8 @@ def target_rows(ctx, node: exp.Table, where: exp.Where | None) -> TargetRows:
             db = column.args.get("db")
             if db and db.name.lower() == node.db.lower():
                 column.set("db", None)
-    snapshot = table.snapshot(ctx.spark, None, where_partition_filter(table, condition, alias))
+    snapshot = table.snapshot(ctx.spark, read_session_options(ctx), where_partition_filter(table, condition, alias),
+                              data_filter=where_data_filter(table, condition, alias))
     scope = Scope(alias, table.name, tuple(snapshot.columns))
     check_columns(ctx, condition, [scope])
     frame = snapshot.alias(alias)

@@ -10,6 +10,7 @@ Partition columns come from the data files, typed as the table schema says (stor
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -22,11 +23,13 @@ from storage.config import HoodieConfig, MetadataConfigKeys as MK, ReadConfigKey
 from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
 from storage.read.base_file_scan import scan_base_files
+from storage.read.data_skipping import skip_file_slices
 from storage.read.file_slice_reader import FileSliceReadContext
 from storage.read.mor_scan import merged_slices_frame
 from storage.read.parquet_scan import scan_parquet
 from storage.io.request_metrics import RequestTally
 from storage.read.partition_values import PathPartitionValues
+from storage.read.predicates import Predicate
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -41,12 +44,15 @@ PartitionFilter = Callable[[dict[str, str]], bool]
 
 
 def read_table(spark: SparkSession, base_path: str, config: HoodieConfig = HoodieConfig(),
-               partition_filter: PartitionFilter | None = None, columns: Sequence[str] | None = None) -> DataFrame:
+               partition_filter: PartitionFilter | None = None, columns: Sequence[str] | None = None,
+               data_filter: Predicate | None = None) -> DataFrame:
     """The table as a DataFrame, read with the options of `config`. `columns` (names, any case): only these
     columns, in the table's order — what a caller that knows its query needs passes, so a merge-on-read scan
-    reads and merges only those (Spark cannot push a projection into the merging tasks)."""
+    reads and merges only those (Spark cannot push a projection into the merging tasks). `data_filter`: a
+    superset of the query's row filter; slices whose stats prove it false are not read (data_skipping.py) — the
+    caller still filters the rows."""
     tally = RequestTally(spark)
-    df = _read(spark, base_path, config, partition_filter, columns)
+    df = _read(spark, base_path, config, partition_filter, columns, data_filter)
     tally.report(f"planning the read of {base_path}")  # the tasks' reads happen when the DataFrame runs
     if columns is None:
         return df
@@ -54,30 +60,48 @@ def read_table(spark: SparkSession, base_path: str, config: HoodieConfig = Hoodi
     return df.select(*[F.col(f"`{c}`") for c in df.columns if c.lower() in wanted])
 
 
-def _read(spark: SparkSession, base_path: str, config: HoodieConfig,
-          partition_filter: PartitionFilter | None, columns: Sequence[str] | None) -> DataFrame:
-    meta = HoodieTableMetaClient.load_in_session(spark, base_path, config)
-    validate_options(config.props, f"read of {meta.base_path}", meta.table_config.props)
+def _query_type(config: HoodieConfig) -> str:
     query_type = (config.get(RK.QUERY_TYPE) or "snapshot").lower()
-    if query_type == "incremental":
-        return _incremental(spark, meta, config, partition_filter)
-    if query_type not in ("snapshot", "read_optimized"):
+    if query_type not in ("snapshot", "read_optimized", "incremental"):
         raise HoodieReadError(f"unknown query type {query_type!r} ({RK.QUERY_TYPE.key}): "
                               "expected snapshot, read_optimized or incremental")
+    return query_type
+
+
+def file_slices_to_read(meta: HoodieTableMetaClient, config: HoodieConfig,
+                        partition_filter: PartitionFilter | None = None,
+                        data_filter: Predicate | None = None) -> list[FileSlice]:
+    """The file slices a snapshot or read-optimized read of `config` (as of `as.of.instant` when set) opens,
+    after partition pruning and data skipping: the scan's file list."""
     as_of = config.get(RK.AS_OF_INSTANT)
     as_of = normalize_instant_time(as_of) if as_of else None
     if as_of:
         _check_retained(meta, as_of, "time travel")
     view = FileSystemView(meta, as_of=as_of, use_metadata_table=config.get(MK.READER_ENABLE))
     partitions = _pruned_partitions(meta, view, partition_filter)
-    if meta.table_config.is_mor:
+    if not meta.table_config.is_mor:
+        slices = view.latest_file_slices(partitions)
+    elif _query_type(config) == "read_optimized":
+        # base files only: their own stats decide
+        slices = [replace(s, log_files=[]) for s in view.latest_merged_file_slices(partitions) if s.base_file]
+    else:
         slices = view.latest_merged_file_slices(partitions)
-        if query_type == "read_optimized":
-            return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of, config)
+    return skip_file_slices(meta, slices, data_filter, config, latest=as_of is None)
+
+
+def _read(spark: SparkSession, base_path: str, config: HoodieConfig, partition_filter: PartitionFilter | None,
+          columns: Sequence[str] | None, data_filter: Predicate | None) -> DataFrame:
+    meta = HoodieTableMetaClient.load_in_session(spark, base_path, config)
+    validate_options(config.props, f"read of {meta.base_path}", meta.table_config.props)
+    query_type = _query_type(config)
+    if query_type == "incremental":
+        return _incremental(spark, meta, config, partition_filter, data_filter)
+    slices = file_slices_to_read(meta, config, partition_filter, data_filter)
+    as_of = config.get(RK.AS_OF_INSTANT)
+    as_of = normalize_instant_time(as_of) if as_of else None
+    if meta.table_config.is_mor and query_type == "snapshot":
         return _mor_snapshot(spark, meta, slices, as_of, config, columns)
-    slices = view.latest_file_slices(partitions)
-    files = [s.base_file.path for s in slices if s.base_file is not None]
-    return _scan(spark, meta, files, as_of, config)
+    return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of, config)
 
 
 def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list[FileSlice], as_of: str | None,
@@ -105,6 +129,14 @@ def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list
     if names is not None:
         plain_df = plain_df.select(*[F.col(f"`{n}`") for n in names])
     return plain_df.unionByName(merged)
+
+
+def _slices_frame(spark: SparkSession, meta: HoodieTableMetaClient, slices: list[FileSlice], as_of: str | None,
+                  config: HoodieConfig) -> DataFrame:
+    """The rows of `slices` (merged with their logs on a merge-on-read table)."""
+    if meta.table_config.is_mor:
+        return _mor_snapshot(spark, meta, slices, as_of, config)
+    return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of, config)
 
 
 def _any_base_file(slices: list[FileSlice]) -> str | None:
@@ -145,7 +177,7 @@ def _scan(spark: SparkSession, meta: HoodieTableMetaClient, files: list[str], as
 
 
 def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
-                 partition_filter: PartitionFilter | None) -> DataFrame:
+                 partition_filter: PartitionFilter | None, data_filter: Predicate | None) -> DataFrame:
     begin = config.get(RK.BEGIN_INSTANTTIME)
     if begin is None:
         raise HoodieReadError(f"incremental query needs {RK.BEGIN_INSTANTTIME.key}")
@@ -161,7 +193,7 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
     if meta.timeline.is_before_timeline_starts(begin):
         if config.get(RK.INCR_FALLBACK_FULLSCAN) and not is_v8:
             # Hudi's fallback: the snapshot at the end, filtered on commit time (request times: layout 1 only)
-            return _full_scan_between(spark, meta, config, partition_filter, begin, end)
+            return _full_scan_between(spark, meta, config, partition_filter, data_filter, begin, end)
         commits = _archived_commits(meta, begin, end, is_v8) + commits
     view = FileSystemView(meta, as_of=end, use_metadata_table=config.get(MK.READER_ENABLE))
     touched = set()
@@ -169,12 +201,11 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
         for stat in timeline.commit_metadata(instant).write_stats():
             touched.add((stat.partitionPath, stat.fileId))
     partitions = _pruned_partitions(meta, view, partition_filter)
-    if meta.table_config.is_mor:
-        slices = [s for s in view.latest_merged_file_slices(partitions) if (s.partition_path, s.file_id) in touched]
-        df = _mor_snapshot(spark, meta, slices, end, config)
-    else:
-        slices = [s for s in view.latest_file_slices(partitions) if (s.partition_path, s.file_id) in touched]
-        df = _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], end, config)
+    slices = view.latest_merged_file_slices(partitions) if meta.table_config.is_mor else \
+        view.latest_file_slices(partitions)
+    slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
+    df = _slices_frame(spark, meta, skip_file_slices(meta, slices, data_filter, config, latest=end is None),
+                       end, config)
     return df.where(F.col(COMMIT_TIME).isin([i.timestamp for i, _ in commits]))
 
 
@@ -196,13 +227,13 @@ def _archived_commits(meta: HoodieTableMetaClient, begin: str, end: str | None, 
 
 
 def _full_scan_between(spark: SparkSession, meta: HoodieTableMetaClient, config: HoodieConfig,
-                       partition_filter: PartitionFilter | None, begin: str, end: str | None) -> DataFrame:
+                       partition_filter: PartitionFilter | None, data_filter: Predicate | None, begin: str,
+                       end: str | None) -> DataFrame:
     view = FileSystemView(meta, as_of=end, use_metadata_table=config.get(MK.READER_ENABLE))
     partitions = _pruned_partitions(meta, view, partition_filter)
-    if meta.table_config.is_mor:
-        df = _mor_snapshot(spark, meta, view.latest_merged_file_slices(partitions), end, config)
-    else:
-        files = [s.base_file.path for s in view.latest_file_slices(partitions) if s.base_file is not None]
-        df = _scan(spark, meta, files, end, config)
+    slices = view.latest_merged_file_slices(partitions) if meta.table_config.is_mor else \
+        view.latest_file_slices(partitions)
+    df = _slices_frame(spark, meta, skip_file_slices(meta, slices, data_filter, config, latest=end is None),
+                       end, config)
     df = df.where(F.col(COMMIT_TIME) > F.lit(begin))
     return df if end is None else df.where(F.col(COMMIT_TIME) <= F.lit(end))

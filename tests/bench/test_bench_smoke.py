@@ -64,7 +64,9 @@ def test_w8_smoke(spark, tmp_path):
                              "--out", str(tmp_path / "results")])
     assert (cfg.rows, cfg.upserts, cfg.batch, cfg.strategy, cfg.types) == (300, 3, 50, "z-order", ("cow",))
     doc = w8.run(cfg, spark, str(tmp_path / "w8"))
-    with open(w8.save(doc, out_dir)) as f:
+    from bench.measure import save_result
+
+    with open(save_result(doc, out_dir, "w8")) as f:
         saved = json.load(f)
     ours, delta = saved["results"]
     assert (ours["engine"], delta["engine"]) == ("ours/cow", "deltalake")
@@ -76,3 +78,19 @@ def test_w8_smoke(spark, tmp_path):
             assert before["rows"] == after["rows"] and after["files_read"] <= before["files_read"]
     assert ours["after"]["range"]["spark_files"] == 1
     assert any("ours/cow" in line for line in w8.table_lines(saved))
+
+
+def test_w9_smoke(spark, tmp_path):
+    """W9 tiny: a 10-file clustered table with the metadata table; each query keeps one file slice of ten and
+    finds the rows the data has with skipping on and off (checked inside the run); deltalake alongside."""
+    from bench import w9
+
+    cfg, _ = w9.parse(["--rows", "2000", "--files", "10", "--types", "cow", "--runs", "1"])
+    doc = w9.run(cfg, spark, str(tmp_path / "w9"))
+    ours, delta = doc["results"]
+    assert (ours["engine"], delta["engine"]) == ("ours/cow", "deltalake")
+    for name in ("needle", "lookup100"):
+        cell = ours["queries"][name]
+        assert (cell["slices_kept"], cell["slices_total"]) == (1, 10), name
+        assert delta["queries"][name]["files_read"] == 1
+    assert set(doc["summary"]) == {"ours/cow/needle", "ours/cow/lookup100"}

@@ -14,10 +14,12 @@ import time
 from pathlib import Path
 
 import pytest
+from quick_jvm import quick_jvm_env
 from hmsclient.genthrift.hive_metastore.ttypes import FieldSchema, Partition, SerDeInfo, StorageDescriptor, Table
 
 from catalog import EmbeddedMetastore, MetastoreClient, MetastoreUnavailableError, resolve_metastore
 from catalog.metastore_launcher import free_port, metastore_pids
+from storage.io import class_data_sharing
 from storage.write.heartbeat import pid_alive
 
 REPO = Path(__file__).resolve().parents[2]
@@ -158,6 +160,14 @@ def test_plain_pyspark_sees_table_created_through_client(embedded_metastore, met
             "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false",
             "spark.sql.shuffle.partitions": "1", "spark.driver.memory": "1g"}
     launches_jvm = SparkContext._gateway is None
+    archive = class_data_sharing.spark_archive_key()
+    if launches_jvm and archive is not None and archive.archive.exists():
+        # The JVM launched here stays this process's (the session's Spark reuses it): start it as sqlext.session()
+        # would, with the class data sharing archive mapped when there is one (never training one from here).
+        # Only start-up changes; what Spark does with the catalog is the same.
+        options = class_data_sharing.java_options(archive, [])
+        if options:
+            conf["spark.driver.extraJavaOptions"] = options
     builder = SparkSession.builder.master("local[1]").appName("catalog-hms-test")
     for key, value in conf.items():
         builder = builder.config(key, value)
@@ -179,7 +189,10 @@ def test_plain_pyspark_sees_table_created_through_client(embedded_metastore, met
                 jvm.java.lang.System.clearProperty(key)
 
 
-def test_killed_metastore_restarts_once_and_client_reconnects(embedded_metastore):
+def test_killed_metastore_restarts_once_and_client_reconnects(embedded_metastore, monkeypatch):
+    # the JVM that replaces it (started here or in the subprocess) on JIT tier 1 only: its start-up is what this
+    # test waits for (about 13 -> 7 CPU-s, see quick_jvm), and the few catalog tests after it ask little of it
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", quick_jvm_env()["JAVA_TOOL_OPTIONS"])
     uri, old_pid = embedded_metastore.uri, embedded_metastore.status()["pid"]
     warehouse = embedded_metastore.paths.warehouse
     connected = MetastoreClient(uri)

@@ -11,7 +11,8 @@
 The three children start together when the first test of this module runs, so their start-ups overlap. The first
 runs a `sqlext.session()`; the two others only start the warehouse's metastore as a session does (a lease, on
 demand) and query it: there another client's connection keeps the metastore in use, so Spark's JVM would add
-nothing but start-up time.
+nothing but start-up time. Every JVM of this module (the children's Spark, the metastores) runs on JIT tier 1
+only (tests/quick_jvm.py): each lives seconds, and its start-up is what the tests wait for.
 Metastore processes are counted by this test's own directories only: other test sessions run metastores too."""
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import IO
 
 import pytest
+from quick_jvm import quick_jvm_env
 
 from metastore_processes import metastore_jvms_under, wait_until
 from catalog import EmbeddedMetastore, MetastoreClient
@@ -154,7 +156,7 @@ def children(tmp_path_factory):
     """The three children of this module, started at once (their start-ups overlap)."""
     root = tmp_path_factory.mktemp("orphans")
     env = {k: v for k, v in os.environ.items() if k != "HIVE_METASTORE_URIS"}  # an embedded metastore each
-    env[CHECK_INTERVAL_ENV] = str(CHECK_INTERVAL_S)
+    env = quick_jvm_env(env, **{CHECK_INTERVAL_ENV: str(CHECK_INTERVAL_S)})
     started = {}
     for mode in ("temporary", "exit", "kill"):
         where = root / mode
@@ -198,6 +200,7 @@ def test_status_all_lists_an_orphan_and_stop_all_stops_it(children, monkeypatch,
     # (`children`: the children start up while this test runs)
     monkeypatch.setenv(REGISTRY_ENV, str(tmp_path / "registry"))  # `stop --all` sees only this test's metastores
     monkeypatch.setenv(CHECK_INTERVAL_ENV, "60")  # an orphan that stays long enough to be looked at
+    monkeypatch.setenv("JAVA_TOOL_OPTIONS", quick_jvm_env()["JAVA_TOOL_OPTIONS"])  # its JVM too: tier 1 only
     metastore = EmbeddedMetastore(tmp_path / "wh")
     warehouse, root = metastore.paths.warehouse, metastore.paths.root
     try:

@@ -1,7 +1,7 @@
 """The `sqlext` CLI run as a subprocess (`python -m sqlext.cli`): `sql -f` with CSV output and --conf, the
 piped shell with JSON output, errors with line and column and a non-zero exit, `metastore start|status|stop`,
-and one run against the test session's running metastore (its thrift URI). Spark starts in each subprocess
-(slow), so there are three Spark runs in all, started together."""
+and a run against the test session's running metastore (its thrift URI): the piped shell's. Spark starts in each
+subprocess (slow), so there are two Spark runs in all, started together."""
 from __future__ import annotations
 
 import csv
@@ -68,16 +68,20 @@ SELECT 'never runs'
 """
 
 
-SHELL_INPUT = ("CREATE TABLE s (id INT, v STRING)\n  USING hudi TBLPROPERTIES (primaryKey = 'id');\n"
+# piped into `sqlext shell` on the test session's metastore, in a database of its own ({db}, at {location})
+SHELL_INPUT = ("CREATE DATABASE {db} LOCATION '{location}';\nUSE {db};\n"
+               "CREATE TABLE s (id INT, v STRING)\n  USING hudi TBLPROPERTIES (primaryKey = 'id');\n"
                "INSERT INTO s VALUES (1, 'a;b'),\n  (2, NULL);\n"
                "SELECT * FROM no_such_table;\n"
                "SELECT id, v FROM s\n ORDER BY id;\n"
+               "CREATE TABLE {db}.m (id INT, v STRING) USING hudi TBLPROPERTIES (primaryKey = 'id'); "
+               "INSERT INTO {db}.m VALUES (1, 'x');\nSHOW TABLES IN {db};\n"
                "exit\nSELECT 'after exit';\n")
 
 
 @pytest.fixture(scope="module")
 def runs(spark, tmp_path_factory):
-    """The three Spark runs of this module, started together: name -> (Run, its directory[, db])."""
+    """The two Spark runs of this module, started together: name -> (Run, its warehouse or database)."""
     base = tmp_path_factory.mktemp("cli")
     (base / "script.sql").write_text(SCRIPT)
     uri = spark._sqlext_catalog.uri
@@ -86,13 +90,8 @@ def runs(spark, tmp_path_factory):
         "file": (started("sql", "-f", str(base / "script.sql"), "--output", "csv", "--metastore", "none",
                          "--warehouse", str(base / "wh1"), "--conf", "spark.sql.shuffle.partitions=3",
                          *SPARK_CONF), base / "wh1"),
-        "shell": (started("shell", "--output", "json", "--metastore", "none", "--warehouse", str(base / "wh2"),
-                          *SPARK_CONF, stdin=SHELL_INPUT), base / "wh2"),
-        "metastore": (started("sql", f"CREATE DATABASE {db} LOCATION '{base / 'db'}'; "
-                                     f"CREATE TABLE {db}.m (id INT, v STRING) USING hudi "
-                                     f"TBLPROPERTIES (primaryKey = 'id'); "
-                                     f"INSERT INTO {db}.m VALUES (1, 'x'); SHOW TABLES IN {db}",
-                              "--metastore", uri, "--warehouse", str(base / "wh3"), *SPARK_CONF), db),
+        "shell": (started("shell", "--output", "json", "--metastore", uri, "--warehouse", str(base / "wh2"),
+                          *SPARK_CONF, stdin=SHELL_INPUT.format(db=db, location=base / "db")), db),
     }
     yield out
     for run, _ in out.values():
@@ -116,24 +115,28 @@ def test_sql_file_csv_conf_and_error(runs):
 
 
 def test_shell_reads_piped_statements(runs):
-    pending, _ = runs["shell"]
+    pending, db = runs["shell"]
     run = pending.result()
     assert run.returncode == 1, run.stderr  # one statement failed
     assert "error: line 1:15:" in run.stderr and "no_such_table" in run.stderr
+    assert run.stderr.count("error:") == 1, run.stderr  # the others ran, up to `exit`
     out = [json.loads(line) for line in run.stdout.splitlines()]
-    assert out == [{"num_affected_rows": 2, "num_inserted_rows": 2, "num_updated_rows": 0, "num_deleted_rows": 0},
-                   {"id": 1, "v": "a;b"}, {"id": 2, "v": None}]
+    assert out[:4] == [{"num_affected_rows": 2, "num_inserted_rows": 2, "num_updated_rows": 0, "num_deleted_rows": 0},
+                       {"id": 1, "v": "a;b"}, {"id": 2, "v": None},
+                       {"num_affected_rows": 1, "num_inserted_rows": 1, "num_updated_rows": 0, "num_deleted_rows": 0}]
+    assert "after exit" not in run.stdout
 
 
 def test_usage_errors_and_metastore_commands(tmp_path):
     from catalog import MetastoreClient
 
-    bad = sqlext("sql", "SELECT 1", "--conf", "novalue")
-    assert bad.returncode == 2 and "--conf 'novalue': expected KEY=VALUE" in bad.stderr
-    missing = sqlext("sql", "-f", str(tmp_path / "nope.sql"))
-    assert missing.returncode == 2 and "cannot read" in missing.stderr
     wh = str(tmp_path / "wh")
-    status = sqlext("metastore", "status", "--warehouse", wh)
+    # three runs that start no JVM and depend on nothing, started together
+    pending = [started("sql", "SELECT 1", "--conf", "novalue"), started("sql", "-f", str(tmp_path / "nope.sql")),
+               started("metastore", "status", "--warehouse", wh)]
+    bad, missing, status = (run.result() for run in pending)
+    assert bad.returncode == 2 and "--conf 'novalue': expected KEY=VALUE" in bad.stderr
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
     assert status.returncode == 0
     info = json.loads(status.stdout)
     assert info["running"] is False and info["warehouse"] == wh
@@ -158,10 +161,12 @@ def test_sql_against_the_session_metastore(spark, runs):
 
     uri = spark._sqlext_catalog.uri
     assert uri and os.environ.get("HIVE_METASTORE_URIS") == uri
-    pending, db = runs["metastore"]
+    pending, db = runs["shell"]  # on that metastore: CREATE DATABASE db, tables s and db.m, SHOW TABLES IN db
     run = pending.result()
-    assert run.returncode == 0, run.stderr
-    assert f"| {db}" in run.stdout and "| m " in run.stdout  # Spark's SHOW TABLES table output
+    assert run.returncode == 1 and run.stderr.count("error:") == 1, run.stderr  # only no_such_table's
+    out = [json.loads(line) for line in run.stdout.splitlines()]
+    assert sorted((r["namespace"], r["tableName"], r["isTemporary"]) for r in out[4:]) == \
+        [(db, "m", False), (db, "s", False)], run.stdout  # SHOW TABLES IN db, the last statement before `exit`
     with MetastoreClient(uri) as client:
         entry = client.get_table(db, "m")
         assert entry is not None and entry.parameters["provider"] == "hudi"

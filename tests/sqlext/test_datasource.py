@@ -14,6 +14,7 @@ from pyspark.sql.readwriter import DataFrameReader
 from hudi_oracle import arrow_rows as _arrow_rows
 from hudi_oracle import hudi_rs_read
 from hudi_oracle import spark_rows as _spark_rows
+from quick_jvm import quick_jvm_env
 
 ROOT = Path(__file__).resolve().parents[2]
 COLS = ["id", "name", "ts", "dt"]
@@ -143,8 +144,9 @@ def test_plain_spark_session(spark, tmp_path):
     existing = str(tmp_path / "existing")
     _frame(spark, [(7, "q", 1, "p1")]).write.format("hudi").options(**_opts("existing")).save(existing)
     fresh = str(tmp_path / "fresh")
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable, "HOME": str(tmp_path)}
+    # its JVM on JIT tier 1 only (see quick_jvm): a start-up and two tiny jobs; what it runs is the same
+    env = quick_jvm_env({"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "PYSPARK_PYTHON": sys.executable,
+                         "PYSPARK_DRIVER_PYTHON": sys.executable, "HOME": str(tmp_path)})
     done = subprocess.run([sys.executable, "-c", PLAIN_SESSION, existing, fresh], env=env, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]

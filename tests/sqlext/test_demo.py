@@ -1,26 +1,17 @@
 """README's first command runs `python -m sqlext.demo`: it runs to the end on embedded defaults (its own
-./spark-warehouse and metastore, stopped afterwards) and shows what it says it shows."""
+./spark-warehouse and metastore, stopped afterwards) and shows what it says it shows.
+
+The run is a new user's process (new_user_runs): no metastore configured, its JVMs on JIT tier 1 only; it starts
+together with README's runnable blocks (test_readme) when both are selected."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 
-from quick_jvm import quick_jvm_env
+from new_user_runs import new_user_run
 
 
-def test_demo_runs_on_embedded_defaults(tmp_path):
-    # a new user's process: no metastore configured (the test session's is in HIVE_METASTORE_URIS), so the embedded
-    # one of its own ./spark-warehouse
-    env = {k: v for k, v in os.environ.items() if k != "HIVE_METASTORE_URIS"} | {"PYSPARK_PYTHON": sys.executable}
-    env = quick_jvm_env(env)  # its JVMs on JIT tier 1 only (see quick_jvm): what it runs is the same
-    try:
-        run = subprocess.run([sys.executable, "-m", "sqlext.demo"], cwd=tmp_path, env=env, capture_output=True,
-                             text=True, timeout=600)
-    finally:
-        subprocess.run([sys.executable, "-m", "sqlext.cli", "metastore", "stop", "--warehouse",
-                        str(tmp_path / "spark-warehouse")], cwd=tmp_path, env=env, capture_output=True, timeout=120)
+def test_demo_runs_on_embedded_defaults(request, tmp_path_factory):
+    run = new_user_run(request, tmp_path_factory, "demo").result()
     assert run.returncode == 0, run.stderr[-3000:]
     out = run.stdout
     for title in ("after upsert", "after delete", "time travel", "MERGE INTO demo_rides", "SHOW TABLES",

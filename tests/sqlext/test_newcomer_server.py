@@ -63,11 +63,21 @@ def client(args: dict) -> dict:
     return out
 
 
-def run_client(**args) -> dict:
-    done = subprocess.run([sys.executable, __file__, json.dumps(args)], capture_output=True, text=True,
-                          timeout=HANG_GUARD_S, env=client_env())
-    assert done.returncode == 0, f"client failed:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
-    return json.loads(done.stdout.strip().splitlines()[-1])
+def start_client(**args) -> subprocess.Popen:
+    """The client script, started now (see `client_result`)."""
+    return subprocess.Popen([sys.executable, __file__, json.dumps(args)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=client_env())
+
+
+def client_result(proc: subprocess.Popen) -> dict:
+    try:
+        out, err = proc.communicate(timeout=HANG_GUARD_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, f"client failed:\n{out[-3000:]}\n{err[-6000:]}"
+    return json.loads(out.strip().splitlines()[-1])
 
 
 # -- servers ------------------------------------------------------------------------------------------------
@@ -119,44 +129,63 @@ def _session_tables(spark, db: str) -> list[str]:
     return [r.tableName for r in spark.sql(f"SHOW TABLES IN {db}").collect() if not r.isTemporary]
 
 
-def _on_metastore(spark, root: Path) -> dict:
-    """The table made through the server (whose Hive sync makes the views) in a database of its own."""
+@pytest.fixture(scope="module")
+def all_listings(spark, tmp_path_factory) -> dict:
+    """Both configurations at once (their JVMs start together: each keeps about one core busy while it starts):
+    - "metastore": the table made through a server on the test session's metastore (whose Hive sync makes the
+      views), in a database of its own;
+    - "no_metastore": the table made and listed by the CLI (`sqlext.session(metastore=False)`) while a server
+      (`--metastore none`) starts on the same warehouse.
+    Each: what the client saw through its server, and what the session (or the CLI) lists as "session"."""
     uri = getattr(getattr(spark, "_sqlext_catalog", None), "uri", None)
-    if not uri:
-        pytest.skip("the test session has no metastore")
-    server = Server(root, "--metastore", uri, "--warehouse", str(root / "warehouse"))
+    on_root, off_root = tmp_path_factory.mktemp("newcomer-metastore"), tmp_path_factory.mktemp("newcomer-no_metastore")
+    off_warehouse = str(off_root / "warehouse")
+    started: list[Server] = []
+    clients: list[subprocess.Popen] = []
+    cli = None
     try:
+        on = None
+        if uri:
+            on = Server(on_root, "--metastore", uri, "--warehouse", str(on_root / "warehouse"))
+            started.append(on)
+        off = Server(off_root, "--metastore", "none", "--warehouse", off_warehouse)
+        started.append(off)
+        cli = subprocess.Popen([sys.executable, "-m", "sqlext.cli", "sql", "--metastore", "none", "--warehouse",
+                                off_warehouse, "--output", "json", *SPARK_CONF,
+                                f"{CREATE_MOR.format(t='m')}; {INSERT.format(t='m')}; SHOW TABLES"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=spark_env(),
+                               cwd=off_root)
         db = f"newcomer_{uuid.uuid4().hex[:6]}"
-        table = f"{db}.m"
-        out = run_client(port=server.ready(), db=db, setup=[f"CREATE DATABASE {db}", CREATE_MOR.format(t=table),
-                                                            INSERT.format(t=table)])
+        if on is not None:
+            table = f"{db}.m"
+            on_client = start_client(port=on.ready(), db=db, setup=[f"CREATE DATABASE {db}",
+                                                                    CREATE_MOR.format(t=table), INSERT.format(t=table)])
+            clients.append(on_client)
+        cli_out, cli_err = cli.communicate(timeout=HANG_GUARD_S)
+        assert cli.returncode == 0, cli_err[-4000:]
+        listed = [json.loads(line) for line in cli_out.splitlines() if '"tableName"' in line]
+        off_client = start_client(port=off.ready(), db="default", setup=[])
+        clients.append(off_client)
+        out = {}
+        if on is not None:
+            out["metastore"] = {**client_result(on_client), "session": _session_tables(spark, db)}
+        out["no_metastore"] = {**client_result(off_client),
+                               "session": [row["tableName"] for row in listed if not row["isTemporary"]]}
+        return out
     finally:
-        server.stop()
-    return {**out, "session": _session_tables(spark, db)}
-
-
-def _without_metastore(root: Path) -> dict:
-    """The table made and listed by the CLI (`sqlext.session(metastore=False)`) while the server starts on the same
-    warehouse."""
-    warehouse = str(root / "warehouse")
-    server = Server(root, "--metastore", "none", "--warehouse", warehouse)
-    try:
-        cli = subprocess.run([sys.executable, "-m", "sqlext.cli", "sql", "--metastore", "none", "--warehouse",
-                              warehouse, "--output", "json", *SPARK_CONF,
-                              f"{CREATE_MOR.format(t='m')}; {INSERT.format(t='m')}; SHOW TABLES"],
-                             capture_output=True, text=True, timeout=HANG_GUARD_S, env=spark_env(), cwd=root)
-        assert cli.returncode == 0, cli.stderr[-4000:]
-        listed = [json.loads(line) for line in cli.stdout.splitlines() if '"tableName"' in line]
-        out = run_client(port=server.ready(), db="default", setup=[])
-    finally:
-        server.stop()
-    return {**out, "session": [row["tableName"] for row in listed if not row["isTemporary"]]}
+        for proc in [*clients, *([cli] if cli is not None else [])]:
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate()
+        for server in started:
+            server.stop()
 
 
 @pytest.fixture(scope="module", params=["metastore", "no_metastore"])
-def listings(request, spark, tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp(f"newcomer-{request.param}")
-    return _on_metastore(spark, root) if request.param == "metastore" else _without_metastore(root)
+def listings(request, all_listings) -> dict:
+    if request.param not in all_listings:
+        pytest.skip("the test session has no metastore")
+    return all_listings[request.param]
 
 
 def test_server_lists_what_the_session_lists_views_included(listings):

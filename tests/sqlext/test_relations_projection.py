@@ -44,9 +44,9 @@ def test_query_on_mor_table_reads_only_named_columns(hudi_sql, monkeypatch):
     asked = []
     real = HudiTable.snapshot
 
-    def spy(self, spark, options=None, partition_filter=None, columns=None):
+    def spy(self, spark, options=None, partition_filter=None, columns=None, data_filter=None):
         asked.append(columns)
-        return real(self, spark, options, partition_filter, columns)
+        return real(self, spark, options, partition_filter, columns, data_filter)
 
     monkeypatch.setattr(HudiTable, "snapshot", spy)
     got = hudi_sql.sql("SELECT count(*), sum(price) FROM m WHERE dt = 'p1'").collect()[0]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from quick_jvm import quick_jvm_env
 
 from storage.io import class_data_sharing as cds
 
@@ -25,7 +26,8 @@ print("ARCHIVE", cds.spark_archive_key().archive)
 
 @pytest.mark.skipif(cds.java_binary() is None, reason="no java binary")
 def test_session_maps_the_archive_and_survives_an_unusable_one(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "HIVE_METASTORE_URIS"}
+    # its JVM on JIT tier 1 only (see quick_jvm; the JVM says so on stderr, not stdout): what it runs is the same
+    env = quick_jvm_env({k: v for k, v in os.environ.items() if k != "HIVE_METASTORE_URIS"})
     env.update({cds.CACHE_ENV: str(tmp_path / "cache"), cds.ENABLED_ENV: "on", "PYSPARK_PYTHON": sys.executable})
     env.pop(cds.TRAINING_ARCHIVE_ENV, None)
     # the key's archive, made by a JVM of another class path (-version has none): HotSpot refuses it quietly

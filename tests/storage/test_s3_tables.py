@@ -119,3 +119,30 @@ def test_unknown_scheme_write_fails_before_writing(spark, tmp_path, monkeypatch)
     with pytest.raises((HoodieIOError, HoodieWriteError), match="unsupported storage scheme 'nosuch'"):
         df.write.format("hudi").options(**_opts("u")).mode("append").save("nosuch://bucket/u")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_snapshot_read_lists_no_data_partition_through_the_metadata_table(s3_spark, s3_server, monkeypatch):
+    """A version 9 table with the metadata table on S3: planning a snapshot read (and the read) lists only under
+    `.hoodie/`; with the metadata table off the reader lists every data partition."""
+    from storage.config import HoodieConfig
+    from storage.io.storage import HoodieStorage
+    from storage.read.reader import file_slices_to_read
+
+    bucket = s3_server.new_bucket()
+    path = f"s3a://{bucket}/mdt"
+    opts = {**_opts("mdt"), "hoodie.write.table.version": "9", "hoodie.metadata.enable": "true",
+            "hoodie.metadata.index.column.stats.enable": "true"}
+    b1, b2, _ = _batches()
+    for batch in (b1, b2):
+        _write(s3_spark, path, batch, opts)
+    listed: list[str] = []
+    real = HoodieStorage._list
+    monkeypatch.setattr(HoodieStorage, "_list", lambda self, p, recursive: listed.append(p) or real(self, p, recursive))
+    meta = HoodieTableMetaClient.load_in_session(s3_spark, path)
+    slices = file_slices_to_read(meta, HoodieConfig())
+    assert len(slices) == 3 and len(_ours(s3_spark, path)) == 35
+    data = [p for p in listed if "/.hoodie" not in p]
+    assert data == [], f"listed data partitions: {data}"
+    listed.clear()
+    assert file_slices_to_read(meta, HoodieConfig.of({"hoodie.metadata.enable": "false"})) == slices
+    assert any("/.hoodie" not in p for p in listed)  # the storage listing reads the data partitions

@@ -1,6 +1,10 @@
 """Run by tests/integration/test_local_cluster_s3.py in its own process: the S3 flows on a multi-process Spark
 (`local-cluster`: executors in their own JVMs with their own Python workers), so nothing may depend on the
-driver's local state. Prints one JSON document with what it read back."""
+driver's local state. Prints one JSON document with what it read back.
+
+Arguments: master, S3 endpoint, access key, secret key, bucket, then the table types whose DataFrame flow runs
+(three writes - upsert, upsert, delete -, compaction for merge-on-read, a snapshot and a time-travel read); the
+SQL flow (CREATE TABLE on an S3 location, INSERT, MERGE, SELECT) always runs."""
 from __future__ import annotations
 
 import json
@@ -8,7 +12,7 @@ import logging
 import sys
 
 
-def main(master: str, endpoint: str, access_key: str, secret_key: str, bucket: str) -> None:
+def main(master: str, endpoint: str, access_key: str, secret_key: str, bucket: str, *table_types: str) -> None:
     import sqlext
     from storage.table.meta_client import HoodieTableMetaClient
     from storage.table_service.compaction import run_compaction, schedule_compaction
@@ -22,7 +26,7 @@ def main(master: str, endpoint: str, access_key: str, secret_key: str, bucket: s
     spark.sparkContext.setLogLevel("ERROR")
     schema = "id int, name string, price double, ts long, dt string"
     out = {}
-    for table_type in ("COPY_ON_WRITE", "MERGE_ON_READ"):
+    for table_type in table_types:
         path = f"s3a://{bucket}/{table_type.lower()}"
         opts = {"hoodie.table.name": "c", "hoodie.datasource.write.table.type": table_type,
                 "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.precombine.field": "ts",
