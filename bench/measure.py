@@ -132,3 +132,28 @@ def save_result(doc: dict, out_dir: str, workload: str) -> str:
     with open(out, "w") as f:
         json.dump(doc, f, indent=2)
     return out
+
+
+def table_types(parser, text: str) -> tuple[str, ...]:
+    """`--types` (cow, mor or cow,mor) as a tuple; a usage error otherwise."""
+    types = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not types or not set(types) <= {"cow", "mor"}:
+        parser.error(f"--types: cow and/or mor, not {text}")
+    return types
+
+
+def run_workload(workload: str, cfg, out_dir: str, run, table_lines, log) -> int:
+    """A workload script's main: `run(cfg, spark, workdir)` in the bench session and a temporary directory, its
+    document saved under `out_dir` and printed as `table_lines(doc)`."""
+    import logging
+    import tempfile
+
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    log.setLevel(logging.INFO)
+    spark = bench_session()
+    with tempfile.TemporaryDirectory(prefix=f"bench-{workload}-") as work:
+        doc = run(cfg, spark, work)
+    out = save_result(doc, out_dir, workload)
+    print("\n".join(table_lines(doc)))
+    print(f"written {out}")
+    return 0

@@ -22,14 +22,13 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from bench.measure import bench_session, median_seconds, save_result
+from bench.measure import median_seconds, run_workload, table_types
 import pyarrow.parquet as pq
 
 log = logging.getLogger("bench.w8")
@@ -306,24 +305,14 @@ def parse(argv: list[str] | None) -> tuple[W8Config, str]:
     parser.add_argument("--no-deltalake", action="store_true")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     a = parser.parse_args(argv)
-    types = tuple(t.strip() for t in a.types.split(",") if t.strip())
-    if not set(types) <= {"cow", "mor"}:
-        parser.error(f"--types: cow and/or mor, not {a.types}")
+    types = table_types(parser, a.types)
     return W8Config(a.rows, a.upserts, a.batch, a.strategy, types, a.target_bytes, a.row_group_bytes, a.runs,
                     not a.no_deltalake), a.out
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg, out_dir = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    log.setLevel(logging.INFO)
-    spark = bench_session()
-    with tempfile.TemporaryDirectory(prefix="bench-w8-") as work:
-        doc = run(cfg, spark, work)
-    out = save_result(doc, out_dir, "w8")
-    print("\n".join(table_lines(doc)))
-    print(f"written {out}")
-    return 0
+    return run_workload("w8", cfg, out_dir, run, table_lines, log)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 
@@ -31,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.measure import bench_session, median_seconds, save_result
+from bench.measure import median_seconds, run_workload, table_types
 
 log = logging.getLogger("bench.w9")
 
@@ -229,23 +228,13 @@ def parse(argv: list[str] | None) -> tuple[W9Config, str]:
     parser.add_argument("--no-deltalake", action="store_true")
     parser.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "results"))
     a = parser.parse_args(argv)
-    types = tuple(t.strip() for t in a.types.split(",") if t.strip())
-    if not set(types) <= {"cow", "mor"}:
-        parser.error(f"--types: cow and/or mor, not {a.types}")
+    types = table_types(parser, a.types)
     return W9Config(a.rows, a.files, types, a.runs, not a.no_deltalake), a.out
 
 
 def main(argv: list[str] | None = None) -> int:
     cfg, out_dir = parse(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
-    log.setLevel(logging.INFO)
-    spark = bench_session()
-    with tempfile.TemporaryDirectory(prefix="bench-w9-") as work:
-        doc = run(cfg, spark, work)
-    out = save_result(doc, out_dir, "w9")
-    print("\n".join(table_lines(doc)))
-    print(f"written {out}")
-    return 0
+    return run_workload("w9", cfg, out_dir, run, table_lines, log)
 
 
 if __name__ == "__main__":
