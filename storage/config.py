@@ -619,7 +619,9 @@ class MetadataConfigKeys:
                                     "columns, from parquet footers (base files) and log records (log files)")
     COLUMN_STATS_COLUMNS = _prop("hoodie.metadata.index.column.stats.column.list", None, parse_list,
                                  doc="the columns column_stats indexes (unset: every top-level column but "
-                                     "_hoodie_commit_seqno and _hoodie_file_name, up to max.columns.to.index)")
+                                     "_hoodie_commit_seqno and _hoodie_file_name, up to max.columns.to.index); a "
+                                     "name that is not an indexable top-level column is warned about and not "
+                                     "indexed (its filters skip no file)")
     COLUMN_STATS_MAX_COLUMNS = _prop("hoodie.metadata.index.column.stats.max.columns.to.index", 32, int)
     COLUMN_STATS_FILE_GROUP_COUNT = _prop("hoodie.metadata.index.column.stats.file.group.count", 2, int,
                                           doc="file groups of the column_stats partition when it is created")

@@ -9,6 +9,7 @@ every top-level primitive column but `_hoodie_commit_seqno` and `_hoodie_file_na
 """
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -53,8 +54,19 @@ class ColumnStatsSettings:
     def select(self, schema: pa.Schema) -> list[str]:
         eligible = [f.name for f in schema if self.indexes(f.type) and f.name not in UNINDEXED_META_COLUMNS]
         if self.columns is not None:
+            _warn_unindexed(tuple(c for c in self.columns if c not in eligible), tuple(schema.names))
             return [c for c in self.columns if c in eligible]
         return eligible[: self.max_columns]
+
+
+@functools.lru_cache(maxsize=64)
+def _warn_unindexed(missing: tuple[str, ...], names: tuple[str, ...]) -> None:
+    """A column list naming what a file does not hold (a typo, a nested or unsupported type): said once per
+    schema, since its filters then skip nothing (a file without stats is always read)."""
+    if missing:
+        log.warning("hoodie.metadata.index.column.stats.column.list names %s, not an indexable top-level column of "
+                    "a data file with columns %s: no column stats are kept for %s, so filters on it skip no file",
+                    ", ".join(missing), ", ".join(names), "it" if len(missing) == 1 else "them")
 
 
 _SIMPLE_TYPES = {
