@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.config import MetadataConfigKeys as MK
 from storage.avro.schema_converter import avro_to_arrow_schema
 from storage.file_group.log_block import AvroDataBlock, ParquetDataBlock
 from storage.file_group.log_format import HoodieLogFileReader
@@ -64,8 +65,8 @@ def _warn_unindexed(missing: tuple[str, ...], names: tuple[str, ...]) -> None:
     """A column list naming what a file does not hold (a typo, a nested or unsupported type): said once per
     schema, since its filters then skip nothing (a file without stats is always read)."""
     if missing:
-        log.warning("hoodie.metadata.index.column.stats.column.list names %s, not an indexable top-level column of "
-                    "a data file with columns %s: no column stats are kept for %s, so filters on it skip no file",
+        log.warning("%s names %s, not an indexable top-level column of a data file with columns %s: no column "
+                    "stats are kept for %s, so filters on it skip no file", MK.COLUMN_STATS_COLUMNS.key,
                     ", ".join(missing), ", ".join(names), "it" if len(missing) == 1 else "them")
 
 
