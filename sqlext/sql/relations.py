@@ -15,7 +15,7 @@ from sqlglot import exp
 from sqlext.sql.pruning import data_filter, partition_filter
 from sqlext.sql.resolver import HudiTableRef, TableName
 from sqlext.sql.table import HudiTable
-from storage.config import MetadataConfigKeys as MK, ReadConfigKeys as RK
+from storage.config import ConfigProperty, MetadataConfigKeys as MK, ReadConfigKeys as RK
 from storage.meta_fields import RECORD_KEY
 from storage.timeline.instant_time import normalize_instant_time
 
@@ -104,12 +104,11 @@ def _snapshot(ctx, node: exp.Table, ref: HudiTableRef, names: set[str] | None = 
     options = time_travel_options(ctx, node, table)
     if ref.query_type:  # <t>_ro reads read-optimized, <t>_rt the realtime (snapshot) view
         options = {**(options or {}), RK.QUERY_TYPE.key: ref.query_type}
-    from_path = ctx.spark.conf.get(RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key, None)
-    if from_path is not None:  # `SET hoodie.datasource.read.extract.partition.values.from.path=true` (queries only)
-        options = {**(options or {}), RK.EXTRACT_PARTITION_VALUES_FROM_PATH.key: from_path}
-    pf = _pruning(node, table)
-    skip_by = _data_skipping(node, table)
-    options = {**(options or {}), **read_session_options(ctx)}
+    # `SET hoodie.datasource.read.extract.partition.values.from.path=true` applies to queries only
+    options = {**(options or {}), **read_session_options(ctx, RK.EXTRACT_PARTITION_VALUES_FROM_PATH)}
+    where, single = _enclosing_where(node)
+    pf = _pruning(node, table, where, single)
+    skip_by = _data_skipping(node, table, where, single)
     columns = None
     if names is not None:
         columns = [c for c in table.snapshot_columns if c.lower() in names]
@@ -165,26 +164,26 @@ def partition_types(table: HudiTable) -> dict[str, str]:
     return kinds
 
 
-def _pruning(node: exp.Table, table: HudiTable):
+def _enclosing_where(node: exp.Table) -> tuple[exp.Expression | None, bool]:
+    """The WHERE condition of the SELECT whose FROM or JOIN names `node`, and whether `node` is its only table."""
     parent = node.parent
     select = parent.parent if isinstance(parent, (exp.From, exp.Join)) else None
     if not isinstance(select, exp.Select):
-        return None
+        return None, False
     where = select.args.get("where")
-    single = isinstance(parent, exp.From) and not select.args.get("joins")
+    return (where.this if where else None), isinstance(parent, exp.From) and not select.args.get("joins")
+
+
+def _pruning(node: exp.Table, table: HudiTable, where: exp.Expression | None, single: bool):
     cfg = table.meta.table_config
-    return partition_filter(where.this if where else None, partition_types(table), {node.alias_or_name.lower()},
-                            single, cfg.keygen_class, cfg.url_encode_partitioning)
+    return partition_filter(where, partition_types(table), {node.alias_or_name.lower()}, single, cfg.keygen_class,
+                            cfg.url_encode_partitioning)
 
 
-def _data_skipping(node: exp.Table, table: HudiTable):
+def _data_skipping(node: exp.Table, table: HudiTable, where: exp.Expression | None, single: bool):
     """The WHERE clause as a predicate to skip files by, for a table that is a query's only FROM item (an outer
     join's side would let a null-extended row through that its skipped matches would have prevented)."""
-    parent = node.parent
-    select = parent.parent if isinstance(parent, exp.From) else None
-    if not isinstance(select, exp.Select) or select.args.get("joins") or not select.args.get("where"):
-        return None
-    return data_filter(select.args["where"].this, table.snapshot_columns, {node.alias_or_name.lower()}, True)
+    return data_filter(where, table.snapshot_columns, {node.alias_or_name.lower()}, True) if single else None
 
 
 def where_data_filter(table: HudiTable, where: exp.Expression | None, qualifier: str):
@@ -192,10 +191,10 @@ def where_data_filter(table: HudiTable, where: exp.Expression | None, qualifier:
     return data_filter(where, table.snapshot_columns, {qualifier.lower()}, True)
 
 
-def read_session_options(ctx) -> dict[str, str]:
-    """Reader options a session sets with `SET` (data skipping, listing through the metadata table)."""
+def read_session_options(ctx, *extra: ConfigProperty) -> dict[str, str]:
+    """Reader options a session sets with `SET` (data skipping, listing through the metadata table, and `extra`)."""
     out = {}
-    for key in (RK.ENABLE_DATA_SKIPPING.key, MK.READER_ENABLE.key):
+    for key in (RK.ENABLE_DATA_SKIPPING.key, MK.READER_ENABLE.key, *(p.key for p in extra)):
         value = ctx.spark.conf.get(key, None)
         if value is not None:
             out[key] = value

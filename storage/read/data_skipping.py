@@ -5,7 +5,9 @@ partitions (latest snapshots only: a partition's stats describe its latest slice
 rows a later write removed), then column_stats drop file slices. A slice with log files is judged by the stats of
 all its files together; a file without stats for a column, a literal that cannot be compared with the column's
 values the way Spark compares them, or an unreadable metadata table (warned) keeps the slice. So pruning never
-drops a row: it only decides which slices Spark opens, and Spark still applies the whole filter.
+drops a row: it only decides which slices Spark opens, and Spark still applies the whole filter. The stats come
+from the metadata table the file-system view listed the slices through (the reader's `hoodie.metadata.enable`):
+a read that lists storage skips nothing, as in Hudi.
 
 Float and double columns are not pruned by `>` / `>=` (Spark orders NaN above every number, and a file's min/max
 leave NaN out); every other comparison follows Spark's coercions for the literals predicates carry
@@ -24,7 +26,7 @@ from typing import Any, Iterable, Mapping, Sequence
 from storage.config import HoodieConfig, ReadConfigKeys as RK
 from storage.exception import HoodieCorruptedMetadataError, HoodieMetadataNotAvailableError
 from storage.metadata.records import ColumnStats
-from storage.metadata.table_metadata import COLUMN_STATS, PARTITION_STATS, HoodieTableMetadata, enabled_partitions
+from storage.metadata.table_metadata import COLUMN_STATS, PARTITION_STATS, HoodieTableMetadata
 from storage.read.predicates import And, Comparison, In, IsNotNull, IsNull, Or, Predicate, columns_of
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
@@ -169,21 +171,19 @@ def _number(value: Any) -> bool:
 # ----------------------------------------------------------------------------------------------- pruning
 
 
-def data_skipping_enabled(meta: HoodieTableMetaClient, config: HoodieConfig) -> bool:
-    return config.get(RK.ENABLE_DATA_SKIPPING) and COLUMN_STATS in enabled_partitions(meta)
-
-
-def skip_file_slices(meta: HoodieTableMetaClient, slices: list[FileSlice], predicate: Predicate | None,
+def skip_file_slices(metadata: HoodieTableMetadata | None, slices: list[FileSlice], predicate: Predicate | None,
                      config: HoodieConfig, latest: bool) -> list[FileSlice]:
-    """The slices of `slices` that `predicate` may match, by the metadata table's partition_stats (when `latest`:
-    the view is the table's latest snapshot) and column_stats; all of them when there is nothing to prune by."""
-    if predicate is None or not slices or not data_skipping_enabled(meta, config):
+    """The slices of `slices` that `predicate` may match, by `metadata` (the metadata table the view listed them
+    through; None: storage was listed, nothing to prune by): its partition_stats (when `latest`: the view is the
+    table's latest snapshot) and column_stats."""
+    if predicate is None or not slices or metadata is None or not config.get(RK.ENABLE_DATA_SKIPPING) \
+            or COLUMN_STATS not in metadata.enabled_partitions:
         return slices
+    meta = metadata.data_meta
     try:
-        metadata = HoodieTableMetadata(meta)
         columns = _stats_columns(meta, columns_of(predicate))
         kept = slices
-        if latest and PARTITION_STATS in enabled_partitions(meta):
+        if latest and PARTITION_STATS in metadata.enabled_partitions:
             kept = _skip_partitions(metadata, kept, predicate, columns)
         kept = _skip_by_column_stats(metadata, kept, predicate, columns)
     except (HoodieMetadataNotAvailableError, HoodieCorruptedMetadataError) as exc:

@@ -73,8 +73,7 @@ def file_slices_to_read(meta: HoodieTableMetaClient, config: HoodieConfig,
                         data_filter: Predicate | None = None) -> list[FileSlice]:
     """The file slices a snapshot or read-optimized read of `config` (as of `as.of.instant` when set) opens,
     after partition pruning and data skipping: the scan's file list."""
-    as_of = config.get(RK.AS_OF_INSTANT)
-    as_of = normalize_instant_time(as_of) if as_of else None
+    as_of = _as_of(config)
     if as_of:
         _check_retained(meta, as_of, "time travel")
     view = FileSystemView(meta, as_of=as_of, use_metadata_table=config.get(MK.READER_ENABLE))
@@ -86,7 +85,12 @@ def file_slices_to_read(meta: HoodieTableMetaClient, config: HoodieConfig,
         slices = [replace(s, log_files=[]) for s in view.latest_merged_file_slices(partitions) if s.base_file]
     else:
         slices = view.latest_merged_file_slices(partitions)
-    return skip_file_slices(meta, slices, data_filter, config, latest=as_of is None)
+    return skip_file_slices(view.metadata, slices, data_filter, config, latest=as_of is None)
+
+
+def _as_of(config: HoodieConfig) -> str | None:
+    as_of = config.get(RK.AS_OF_INSTANT)
+    return normalize_instant_time(as_of) if as_of else None
 
 
 def _read(spark: SparkSession, base_path: str, config: HoodieConfig, partition_filter: PartitionFilter | None,
@@ -97,8 +101,7 @@ def _read(spark: SparkSession, base_path: str, config: HoodieConfig, partition_f
     if query_type == "incremental":
         return _incremental(spark, meta, config, partition_filter, data_filter)
     slices = file_slices_to_read(meta, config, partition_filter, data_filter)
-    as_of = config.get(RK.AS_OF_INSTANT)
-    as_of = normalize_instant_time(as_of) if as_of else None
+    as_of = _as_of(config)
     if meta.table_config.is_mor and query_type == "snapshot":
         return _mor_snapshot(spark, meta, slices, as_of, config, columns)
     return _scan(spark, meta, [s.base_file.path for s in slices if s.base_file is not None], as_of, config)
@@ -204,7 +207,7 @@ def _incremental(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodi
     slices = view.latest_merged_file_slices(partitions) if meta.table_config.is_mor else \
         view.latest_file_slices(partitions)
     slices = [s for s in slices if (s.partition_path, s.file_id) in touched]
-    df = _slices_frame(spark, meta, skip_file_slices(meta, slices, data_filter, config, latest=end is None),
+    df = _slices_frame(spark, meta, skip_file_slices(view.metadata, slices, data_filter, config, latest=end is None),
                        end, config)
     return df.where(F.col(COMMIT_TIME).isin([i.timestamp for i, _ in commits]))
 
@@ -233,7 +236,7 @@ def _full_scan_between(spark: SparkSession, meta: HoodieTableMetaClient, config:
     partitions = _pruned_partitions(meta, view, partition_filter)
     slices = view.latest_merged_file_slices(partitions) if meta.table_config.is_mor else \
         view.latest_file_slices(partitions)
-    df = _slices_frame(spark, meta, skip_file_slices(meta, slices, data_filter, config, latest=end is None),
+    df = _slices_frame(spark, meta, skip_file_slices(view.metadata, slices, data_filter, config, latest=end is None),
                        end, config)
     df = df.where(F.col(COMMIT_TIME) > F.lit(begin))
     return df if end is None else df.where(F.col(COMMIT_TIME) <= F.lit(end))

@@ -48,19 +48,28 @@ def metadata_listing(metadata: HoodieTableMetadata, partitions: list[str] | None
     return listing_of_files(metadata.data_meta.base_path, files, present)
 
 
-def table_listing(meta_client: HoodieTableMetaClient, partitions: list[str] | None = None,
-                  use_metadata_table: bool = True) -> FileListing:
-    """The table's data files now: through its metadata table's `files` partition when it has one and
-    `use_metadata_table`, else (or when that is unusable, with a warning) by listing storage. Always the latest
-    state, as a directory listing is (Hudi reads the latest metadata table too: its older slices may be compacted
-    or cleaned away); a view as of an earlier point keeps what that point can see."""
+def listing_source(meta_client: HoodieTableMetaClient, partitions: list[str] | None = None,
+                   use_metadata_table: bool = True) -> tuple[FileListing, HoodieTableMetadata | None]:
+    """The table's data files now, and the metadata table they were read from (None: storage was listed).
+
+    Through its metadata table's `files` partition when it has one and `use_metadata_table`, else (or when that is
+    unusable, with a warning) by listing storage. Always the latest state, as a directory listing is (Hudi reads
+    the latest metadata table too: its older slices may be compacted or cleaned away); a view as of an earlier
+    point keeps what that point can see."""
     if use_metadata_table and FILES in enabled_partitions(meta_client):
         try:
-            return metadata_listing(HoodieTableMetadata(meta_client), partitions)
+            metadata = HoodieTableMetadata(meta_client)
+            return metadata_listing(metadata, partitions), metadata
         except (HoodieMetadataNotAvailableError, HoodieCorruptedMetadataError) as exc:
             log.warning("table %s: its metadata table cannot be used to list files (%s); listing storage instead",
                         meta_client.base_path, exc)
-    return list_table_files(meta_client.storage, meta_client.base_path, partitions)
+    return list_table_files(meta_client.storage, meta_client.base_path, partitions), None
+
+
+def table_listing(meta_client: HoodieTableMetaClient, partitions: list[str] | None = None,
+                  use_metadata_table: bool = True) -> FileListing:
+    """The table's data files now (`listing_source` without the metadata table it came from)."""
+    return listing_source(meta_client, partitions, use_metadata_table)[0]
 
 
 class FileSystemView:
@@ -77,7 +86,8 @@ class FileSystemView:
         self.timeline_start = self.slicing.timeline_start
         self.pending_compactions = self.slicing.pending_compactions
         self.replaced = self._replaced_file_groups()
-        listing = table_listing(meta_client, partitions, use_metadata_table)
+        # the metadata table listed through, kept for readers of its other partitions (data skipping)
+        listing, self.metadata = listing_source(meta_client, partitions, use_metadata_table)
         self._partitions = sorted(listing.partitions)
         self._groups = self._build_groups(listing)
 
