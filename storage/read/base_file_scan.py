@@ -20,6 +20,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
+from storage.engine.spark_columns import quote, select_names
 from storage.fs_utils import parse_base_file_name
 from storage.io.parquet import read_parquet_schema
 from storage.keygen.key_generator import resolve_keygen_type, timestamp_partition_fields
@@ -49,11 +50,14 @@ def _scan(spark: SparkSession, meta: HoodieTableMetaClient, files: Sequence[str]
           schema: pa.Schema, with_file_key: bool) -> DataFrame:
     df = scan_parquet(spark, files, from_arrow_schema(stored, prefer_timestamp_ntz=False), meta.storage_options,
                       file_name_column=FILE_KEY if with_file_key else None)
+    names = schema.names + ([FILE_KEY] if with_file_key else [])
+    if stored == schema:
+        return select_names(df, names)
     wanted = from_arrow_schema(schema, prefer_timestamp_ntz=False)
-    columns = [F.col(f"`{f.name}`") if stored.field(f.name).type == schema.field(f.name).type
-               else F.col(f"`{f.name}`").cast(wanted[f.name].dataType).alias(f.name) for f in schema]
+    columns = [F.col(quote(f.name)) if stored.field(f.name).type == schema.field(f.name).type
+               else F.col(quote(f.name)).cast(wanted[f.name].dataType).alias(f.name) for f in schema]
     if with_file_key:
-        columns.append(F.col(f"`{FILE_KEY}`"))
+        columns.append(F.col(quote(FILE_KEY)))
     return df.select(*columns)
 
 
@@ -99,5 +103,5 @@ def _writer_schema(meta: HoodieTableMetaClient, instant_time: str) -> pa.Schema 
     from storage.avro.schema_converter import avro_to_arrow_schema
 
     instant = meta.timeline.completed().find(instant_time)
-    avro = meta.active_timeline.commit_metadata(instant).schema if instant is not None else None
+    avro = meta.active_timeline.commit_schema(instant) if instant is not None else None
     return avro_to_arrow_schema(json.loads(avro)) if avro else None

@@ -26,6 +26,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from storage.arrow_util import constant_array
+from storage.engine.spark_columns import select_names
 from storage.config import HoodieConfig, ReadConfigKeys as RK, TableConfigKeys as TK
 from storage.exception import HoodieReadError
 from storage.fs_utils import relative_partition_path
@@ -129,4 +130,4 @@ class PathPartitionValues:
                                    prefer_timestamp_ntz=False)
         lookup = spark.createDataFrame(rows, schema)
         joined = df.drop(*[n for n in self.names if n in df.columns]).join(F.broadcast(lookup), FILE_KEY, "left")
-        return joined.select(*[F.col(f"`{c}`") for c in columns])
+        return select_names(joined, columns)

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.pandas.types import from_arrow_schema
 
 from storage.config import HoodieConfig, MetadataConfigKeys as MK, ReadConfigKeys as RK, validate_options
+from storage.engine.spark_columns import select_names
 from storage.meta_fields import COMMIT_TIME, with_meta_columns
 from storage.keygen.key_generator import partition_values_from_path
 from storage.read.base_file_scan import scan_base_files
@@ -57,7 +58,7 @@ def read_table(spark: SparkSession, base_path: str, config: HoodieConfig = Hoodi
     if columns is None:
         return df
     wanted = {c.lower() for c in columns}
-    return df.select(*[F.col(f"`{c}`") for c in df.columns if c.lower() in wanted])
+    return select_names(df, [c for c in df.columns if c.lower() in wanted])
 
 
 def _query_type(config: HoodieConfig) -> str:
@@ -130,7 +131,7 @@ def _mor_snapshot(spark: SparkSession, meta: HoodieTableMetaClient, slices: list
         return merged
     plain_df = scan_base_files(spark, meta, plain, arrow_schema, path_values)
     if names is not None:
-        plain_df = plain_df.select(*[F.col(f"`{n}`") for n in names])
+        plain_df = select_names(plain_df, names)
     return plain_df.unionByName(merged)
 
 

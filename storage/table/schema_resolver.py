@@ -48,7 +48,7 @@ def latest_avro_schema(meta_client: HoodieTableMetaClient, as_of: str | None = N
     if as_of is not None:
         timeline = timeline.until(as_of)
     for instant in reversed(timeline.instants):
-        schema = meta_client.active_timeline.commit_metadata(instant).schema
+        schema = meta_client.active_timeline.commit_schema(instant)
         if schema:
             return schema
     return meta_client.table_config.create_schema
@@ -104,7 +104,7 @@ def _declared_schema(meta_client: HoodieTableMetaClient) -> pa.Schema | None:
     if create:
         return _arrow(create)
     for instant in meta_client.timeline.completed().write_timeline():
-        schema = meta_client.active_timeline.commit_metadata(instant).schema
+        schema = meta_client.active_timeline.commit_schema(instant)
         if schema:
             return _arrow(schema)
     return None

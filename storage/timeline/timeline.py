@@ -99,6 +99,7 @@ class ActiveTimeline:
         self.path = timeline_path
         self.layout_version = layout_version
         self._files: dict[HoodieInstant, str] = {}
+        self._schemas: dict[HoodieInstant, str | None] = {}
         self.timeline = HoodieTimeline(())
         self.reload()
 
@@ -124,6 +125,7 @@ class ActiveTimeline:
             if key not in latest or _state_rank(instant) > _state_rank(latest[key]):
                 latest[key] = instant
         self._files = files
+        self._schemas = {i: s for i, s in self._schemas.items() if i in files}
         self.timeline = HoodieTimeline(tuple(sorted(latest.values(), key=HoodieInstant.sort_key)))
         return self
 
@@ -146,6 +148,13 @@ class ActiveTimeline:
             raise HoodieCorruptedMetadataError(f"cannot parse commit metadata of instant {instant} "
                                                f"({self._files.get(instant, instant.file_name(self.layout_version))}): "
                                                f"{exc}") from exc
+
+    def commit_schema(self, instant: HoodieInstant) -> str | None:
+        """The writer schema a completed instant's commit metadata records, decoded once per instant file (a read
+        plans with it several times; a completed instant file never changes in place)."""
+        if instant not in self._schemas:
+            self._schemas[instant] = self.commit_metadata(instant).schema
+        return self._schemas[instant]
 
     def requested_of(self, instant: HoodieInstant) -> HoodieInstant:
         for cand in self._files:
