@@ -81,12 +81,24 @@ class TransactionManager:
 
     @contextmanager
     def transaction(self, purpose: str = "") -> Iterator[None]:
+        """The lock held around the body. A release that fails (the lock service went away meanwhile) is logged,
+        never raised: what the body did under the lock stands (a completed commit reported as failed invites a
+        retry that writes its inserts twice), the lease or session of a lease-based lock lapses on its own, and
+        an exception of the body is the one the caller sees."""
         self._lock_manager.lock()
         log.debug("transaction start: %s", purpose)
         try:
             yield
         finally:
+            self._release(purpose)
+
+    def _release(self, purpose: str) -> None:
+        try:
             self._lock_manager.unlock()
+        except Exception as exc:  # noqa: BLE001 - see transaction()
+            log.warning("releasing %s after %s failed: %s; it stays taken until its lease or session expires",
+                        self._lock_manager.provider.lock_name, purpose or "a transaction", exc)
+        else:
             log.debug("transaction end: %s", purpose)
 
     def close(self) -> None:

@@ -91,5 +91,11 @@ def post_commit(spark: SparkSession, meta: HoodieTableMetaClient, config: Hoodie
     Returns the (callback name, error) pairs of failed callbacks."""
     failures = fire_commit_callbacks(event)
     if services is not None:
-        services.after_commit(spark, meta, config, event)
+        try:
+            services.after_commit(spark, meta, config, event)
+        except Exception as exc:
+            # the error stays what the service raised; the note keeps a caller from retrying a committed write
+            exc.add_note(f"{event.action} {event.instant_time} of {event.base_path} completed before this table "
+                         "service failed: the write's rows are committed (do not write them again)")
+            raise
     return failures
