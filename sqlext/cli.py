@@ -152,6 +152,11 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
                             "(default: plain with --users, else none)")
     serve.add_argument("--users", metavar="FILE", help="users file (salted scrypt hashes)")
     serve.add_argument("--add-user", metavar="NAME", help="add NAME to --users (or change its password) and exit")
+    serve.add_argument("--data-root", action="append", default=None, metavar="DIR",
+                       help="a directory beside the warehouse that statements may name paths in (repeatable)")
+    serve.add_argument("--allow-unsafe-statements", action="store_true", default=None,
+                       help="turn off the safe default: clients may then read any file by path, call Java methods "
+                            "(reflect, ADD JAR) and set credentials and endpoints")
     serve.add_argument("--max-message-size", type=int, default=None, metavar="BYTES",
                        help="largest request accepted (default 104857600)")
     _session_options(serve)
@@ -550,8 +555,10 @@ def serve(args) -> int:
         except ValueError:
             raise CliError(f"--http-port {args.http_port!r}: expected a port number or 'none'") from None
     try:
-        config, spark_conf = ServerConfig.from_conf(conf, host=args.host, port=args.port, auth=args.auth,
-                                                    users_file=args.users, max_message_size=args.max_message_size)
+        config, spark_conf = ServerConfig.from_conf(
+            conf, host=args.host, port=args.port, auth=args.auth, users_file=args.users,
+            max_message_size=args.max_message_size, allow_unsafe_statements=args.allow_unsafe_statements,
+            data_roots=tuple(args.data_root) if args.data_root else None)
         if args.http_port is not None:
             from dataclasses import replace
 

@@ -18,6 +18,8 @@ ASYNC_EXEC_THREADS = "hive.server2.async.exec.threads"
 MAX_FETCH_SIZE = "hive.server2.thrift.resultset.max.fetch.size"
 DEFAULT_FETCH_SIZE = "hive.server2.thrift.resultset.default.fetch.size"
 IDLE_SESSION_TIMEOUT = "hive.server2.idle.session.timeout"  # milliseconds, as in Hive
+UNSAFE_STATEMENTS = "sqlext.serve.unsafe.statements"  # ours: statement_guard.py's safe default off (true/false)
+DATA_ROOTS = "sqlext.serve.data.roots"  # ours: comma-separated directories paths in statements may name
 
 AUTH_NOSASL = "nosasl"   # plain binary Thrift, no credentials
 AUTH_NONE = "none"       # SASL PLAIN (or plain binary) with any user and password accepted
@@ -41,6 +43,8 @@ class ServerConfig:
     max_fetch_size: int = 10000             # rows of one FetchResults answer, whatever the client asks
     default_fetch_size: int = 1000
     idle_session_timeout_ms: int = 7 * 24 * 3600 * 1000  # sessions without a connection (HTTP) expire
+    allow_unsafe_statements: bool = False   # statement_guard.py: an administrator's choice
+    data_roots: tuple[str, ...] = ()        # beside the warehouse
 
     def __post_init__(self):
         if self.auth not in AUTH_MODES:
@@ -60,7 +64,8 @@ class ServerConfig:
                 THRIFT_HTTP_PATH: "http_path", AUTHENTICATION: "auth", USERS_FILE: "users_file",
                 MAX_MESSAGE_SIZE: "max_message_size", MAX_WORKER_THREADS: "max_worker_threads",
                 ASYNC_EXEC_THREADS: "async_exec_threads", MAX_FETCH_SIZE: "max_fetch_size",
-                DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms"}
+                DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms",
+                UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots"}
         types = {f.name: f.type for f in fields(cls)}
         values, rest = {}, {}
         for key, value in conf.items():
@@ -69,6 +74,12 @@ class ServerConfig:
                 rest[key] = value
             elif name == "auth":
                 values[name] = _HIVE_AUTH_NAMES.get(value.strip().lower(), value.strip().lower())
+            elif name == "allow_unsafe_statements":
+                if value.strip().lower() not in ("true", "false"):
+                    raise ValueError(f"{key}: expected true or false, got {value!r}")
+                values[name] = value.strip().lower() == "true"
+            elif name == "data_roots":
+                values[name] = tuple(p.strip() for p in value.split(",") if p.strip())
             elif "int" in str(types[name]):
                 try:
                     values[name] = int(value)

@@ -230,6 +230,8 @@ class StatementOperation(Operation):
 
     def run(self) -> None:
         self.log(f"executing: {self.statement[:1000]}")
+        if self.session.guard is not None:
+            self.session.guard.check_statement(self.statement)
         df = hive_compat.run(self.session.spark.sql, self.statement)
         if not df.columns:  # DDL and commands without output
             self.has_result_set = False

@@ -15,6 +15,7 @@ from sqlext.server import registry
 from sqlext.server.auth import Authenticator, UsersFile
 from sqlext.server.config import AUTH_PLAIN, ServerConfig
 from sqlext.server.http import HttpServer
+from sqlext.server.statement_guard import StatementGuard
 from sqlext.server.session_manager import SessionManager
 from sqlext.server.third_party.tcliservice.ttypes import TGetInfoType
 from sqlext.server.transport import BinaryServer
@@ -34,7 +35,7 @@ class HiveService:
         if config.auth == AUTH_PLAIN:
             users.users()  # a missing or malformed users file fails now, not at the first login
         self.authenticator = Authenticator(config.auth, users)
-        self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0)
+        self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0, _guard(spark, config))
         self.async_pool = ThreadPoolExecutor(config.async_exec_threads, thread_name_prefix="sqlext-async")
         self.binary = BinaryServer(self, config.host, config.port)
         self.http = HttpServer(self, config.host, config.http_port, config.http_path) \
@@ -118,6 +119,15 @@ def serve(spark: SparkSession, config: ServerConfig, announce=print) -> None:
     finally:
         service.stop()
         registry.unregister(record)
+
+
+def _guard(spark: SparkSession, config: ServerConfig) -> StatementGuard | None:
+    """The safe default of served sessions (statement_guard.py), unless the administrator turned it off."""
+    if config.allow_unsafe_statements:
+        log.warning("unsafe statements allowed: clients may read any file and call into the JVM of this server")
+        return None
+    return StatementGuard.for_server(spark.conf.get("spark.sql.warehouse.dir"), config.data_roots,
+                                     config.users_file)
 
 
 def _record(spark: SparkSession, config: ServerConfig, port: int) -> registry.ServerRecord:

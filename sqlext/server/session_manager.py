@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from sqlext.server.errors import HoodieInvalidHandleError
 from sqlext.server.operation import Handle, Operation
+from sqlext.server.statement_guard import StatementGuard
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +32,7 @@ class ClientSession:
     protocol: int
     spark: SparkSession
     connection_id: int | None           # None: HTTP (no connection owns it)
+    guard: StatementGuard | None = None  # the server's safe default (None: turned off)
     operations: dict[bytes, Operation] = field(default_factory=dict)
     last_access: float = field(default_factory=time.monotonic)
 
@@ -39,8 +41,9 @@ class ClientSession:
 
 
 class SessionManager:
-    def __init__(self, root: SparkSession, idle_timeout_s: float):
+    def __init__(self, root: SparkSession, idle_timeout_s: float, guard: StatementGuard | None = None):
         self.root = root
+        self.guard = guard
         self.idle_timeout_s = idle_timeout_s
         self._sessions: dict[bytes, ClientSession] = {}
         self._operations: dict[bytes, Operation] = {}
@@ -52,7 +55,7 @@ class SessionManager:
         from sqlext.session import client_session
 
         spark = client_session(self.root)
-        session = ClientSession(Handle.new(), user, protocol, spark, connection_id)
+        session = ClientSession(Handle.new(), user, protocol, spark, connection_id, self.guard)
         self.configure(session, configuration or {})
         with self._lock:
             self._sessions[session.handle.guid] = session
@@ -65,6 +68,8 @@ class SessionManager:
         Spark (and hoodie.*) settings of the session, `use:database` switches its database."""
         for key, value in configuration.items():
             setting = next((key[len(p):] for p in SET_PREFIXES if key.startswith(p)), None)
+            if setting and session.guard is not None:
+                session.guard.check_setting(setting)
             if setting:
                 try:
                     session.spark.conf.set(setting, value)
