@@ -75,6 +75,7 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     warehouse_dir = Path(warehouse or default_warehouse()).absolute()
     settings = {**DEFAULT_CONF, "spark.sql.warehouse.dir": str(warehouse_dir), **(conf or {}),
                 "spark.app.name": app_name, "spark.master": master or os.environ.get("SPARK_MASTER", "local[*]")}
+    _bind_loopback(settings)
     # the metastore starts while Spark's JVM launches (each takes seconds; neither needs the other yet)
     with ThreadPoolExecutor(1, thread_name_prefix="sqlext-metastore") as pool:
         attached = pool.submit(_metastore, metastore, dict(settings), warehouse_dir)
@@ -92,6 +93,21 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     set_default_storage_options(lambda: session_storage_options(spark))
     _attach(spark, uri, embedded, str(warehouse_dir))
     return spark
+
+
+LOOPBACK = "127.0.0.1"
+
+
+def _bind_loopback(settings: dict[str, str]) -> None:
+    """A local-mode driver (and its block manager and UI) listens on the loopback interface only: nothing outside
+    this host needs to reach it, and Spark's default is every interface. A cluster master, or an address the
+    user configured (`spark.driver.bindAddress` / `spark.driver.host`, `SPARK_LOCAL_IP`), is left alone."""
+    if not settings["spark.master"].startswith("local") or os.environ.get("SPARK_LOCAL_IP") \
+            or "spark.driver.bindAddress" in settings or "spark.driver.host" in settings:
+        return
+    settings["spark.driver.bindAddress"] = LOOPBACK
+    settings["spark.driver.host"] = LOOPBACK
+    os.environ["SPARK_LOCAL_IP"] = LOOPBACK  # read by the JVM launched next: the UI's bind address
 
 
 def _launch_jvm(settings: dict[str, str]) -> None:
