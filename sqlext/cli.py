@@ -154,6 +154,7 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--add-user", metavar="NAME", help="add NAME to --users (or change its password) and exit")
     serve.add_argument("--data-root", action="append", default=None, metavar="DIR",
                        help="a directory beside the warehouse that statements may name paths in (repeatable)")
+    serve.add_argument("--audit-log", metavar="FILE", help="append one JSON line per statement to FILE")
     serve.add_argument("--allow-unsafe-statements", action="store_true", default=None,
                        help="turn off the safe default: clients may then read any file by path, call Java methods "
                             "(reflect, ADD JAR) and set credentials and endpoints")
@@ -558,7 +559,7 @@ def serve(args) -> int:
         config, spark_conf = ServerConfig.from_conf(
             conf, host=args.host, port=args.port, auth=args.auth, users_file=args.users,
             max_message_size=args.max_message_size, allow_unsafe_statements=args.allow_unsafe_statements,
-            data_roots=tuple(args.data_root) if args.data_root else None)
+            data_roots=tuple(args.data_root) if args.data_root else None, audit_log=args.audit_log)
         if args.http_port is not None:
             from dataclasses import replace
 

@@ -20,6 +20,7 @@ DEFAULT_FETCH_SIZE = "hive.server2.thrift.resultset.default.fetch.size"
 IDLE_SESSION_TIMEOUT = "hive.server2.idle.session.timeout"  # milliseconds, as in Hive
 UNSAFE_STATEMENTS = "sqlext.serve.unsafe.statements"  # ours: statement_guard.py's safe default off (true/false)
 DATA_ROOTS = "sqlext.serve.data.roots"  # ours: comma-separated directories paths in statements may name
+AUDIT_LOG = "sqlext.serve.audit.log"  # ours: audit.py's JSON lines appended to this file
 
 AUTH_NOSASL = "nosasl"   # plain binary Thrift, no credentials
 AUTH_NONE = "none"       # SASL PLAIN (or plain binary) with any user and password accepted
@@ -45,6 +46,7 @@ class ServerConfig:
     idle_session_timeout_ms: int = 7 * 24 * 3600 * 1000  # sessions without a connection (HTTP) expire
     allow_unsafe_statements: bool = False   # statement_guard.py: an administrator's choice
     data_roots: tuple[str, ...] = ()        # beside the warehouse
+    audit_log: str | None = None            # a file for audit.py's lines (always logged to sqlext.audit)
 
     def __post_init__(self):
         if self.auth not in AUTH_MODES:
@@ -65,7 +67,7 @@ class ServerConfig:
                 MAX_MESSAGE_SIZE: "max_message_size", MAX_WORKER_THREADS: "max_worker_threads",
                 ASYNC_EXEC_THREADS: "async_exec_threads", MAX_FETCH_SIZE: "max_fetch_size",
                 DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms",
-                UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots"}
+                UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots", AUDIT_LOG: "audit_log"}
         types = {f.name: f.type for f in fields(cls)}
         values, rest = {}, {}
         for key, value in conf.items():

@@ -137,7 +137,7 @@ class TCLIServiceHandler(TCLIService.Iface):
                     f"sets, protocol V6 or later")
             user = self._session_user(req)
             session = self.sessions.open(user, protocol, req.configuration, self.connection.id
-                                         if self.connection.transport == "binary" else None)
+                                         if self.connection.transport == "binary" else None, self.connection.peer)
         except Exception as exc:  # noqa: BLE001
             log.info("OpenSession refused for %s: %s", self.connection.peer, exc)
             return TOpenSessionResp(status=error_status(exc), serverProtocolVersion=protocol)

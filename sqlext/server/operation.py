@@ -20,7 +20,8 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from sqlext.server import hive_compat
-from sqlext.server.errors import HoodieServerError, HoodieUnsupportedRequestError
+from sqlext.server.audit import statement_entry
+from sqlext.server.errors import HoodieServerError, HoodieUnsupportedRequestError, sqlstate
 from sqlext.server.result_set import LocalResultSet, ResultSet, SparkResultSet
 from sqlext.server.third_party.tcliservice.ttypes import (
     TFetchOrientation,
@@ -103,6 +104,7 @@ class Operation:
         self._log_read = 0
         self._lock = threading.RLock()
         self._running = threading.Event()   # set while `run` executes
+        self.rows_fetched = 0
 
     @property
     def query_id(self) -> str:
@@ -168,6 +170,7 @@ class Operation:
                     self.result.rewind()
             start = self.result.offset
             rows = self.result.fetch(max_rows)
+            self.rows_fetched += rows.num_rows
             return rows, start, self.result.has_more()
 
     def fetch_log(self, orientation: int) -> list[str]:
@@ -251,6 +254,26 @@ class StatementOperation(Operation):
         if changed and new.terminal and self._timer is not None:
             self._timer.cancel()
         return changed
+
+    def close(self) -> None:
+        ended, ended_ms = self.state, self.completed_ms or int(time.time() * 1000)
+        super().close()
+        if self.session.audit is not None and ended != OperationState.CLOSED:
+            self.session.audit.write(self._audit_entry(ended, ended_ms))
+
+    def _audit_entry(self, ended: OperationState, ended_ms: int) -> dict:
+        from sqlext.server.statement_guard import HoodieAccessDeniedError
+
+        outcomes = {OperationState.FINISHED: "ok", OperationState.CANCELED: "canceled",
+                    OperationState.TIMEDOUT: "timedout", OperationState.ERROR: "error"}
+        outcome = outcomes.get(ended, "closed")
+        if isinstance(self.error, HoodieAccessDeniedError):
+            outcome = "denied"
+        return statement_entry(
+            started_ms=self.started_ms, user=self.session.user, client=self.session.peer,
+            session=self.session.handle.hex, operation=self.query_id, statement=self.statement, outcome=outcome,
+            sqlstate=sqlstate(self.error) if self.error is not None else None, rows=self.rows_fetched,
+            duration_ms=ended_ms - self.started_ms)
 
 
 class MetadataOperation(Operation):

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pyspark.sql import SparkSession
 
 from sqlext.server import registry
+from sqlext.server.audit import AuditLog
 from sqlext.server.auth import Authenticator, UsersFile
 from sqlext.server.config import AUTH_PLAIN, ServerConfig
 from sqlext.server.http import HttpServer
@@ -35,7 +36,8 @@ class HiveService:
         if config.auth == AUTH_PLAIN:
             users.users()  # a missing or malformed users file fails now, not at the first login
         self.authenticator = Authenticator(config.auth, users)
-        self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0, _guard(spark, config))
+        self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0, _guard(spark, config),
+                                       AuditLog(config.audit_log))
         self.async_pool = ThreadPoolExecutor(config.async_exec_threads, thread_name_prefix="sqlext-async")
         self.binary = BinaryServer(self, config.host, config.port)
         self.http = HttpServer(self, config.host, config.http_port, config.http_path) \

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import SparkSession
 
 from sqlext.server.errors import HoodieInvalidHandleError
+from sqlext.server.audit import AuditLog
 from sqlext.server.operation import Handle, Operation
 from sqlext.server.statement_guard import StatementGuard
 
@@ -33,6 +34,8 @@ class ClientSession:
     spark: SparkSession
     connection_id: int | None           # None: HTTP (no connection owns it)
     guard: StatementGuard | None = None  # the server's safe default (None: turned off)
+    audit: AuditLog | None = None
+    peer: str = ""                      # the client's address:port
     operations: dict[bytes, Operation] = field(default_factory=dict)
     last_access: float = field(default_factory=time.monotonic)
 
@@ -41,9 +44,11 @@ class ClientSession:
 
 
 class SessionManager:
-    def __init__(self, root: SparkSession, idle_timeout_s: float, guard: StatementGuard | None = None):
+    def __init__(self, root: SparkSession, idle_timeout_s: float, guard: StatementGuard | None = None,
+                 audit: AuditLog | None = None):
         self.root = root
         self.guard = guard
+        self.audit = audit
         self.idle_timeout_s = idle_timeout_s
         self._sessions: dict[bytes, ClientSession] = {}
         self._operations: dict[bytes, Operation] = {}
@@ -51,11 +56,12 @@ class SessionManager:
 
     # -- sessions ------------------------------------------------------------------------------------
     def open(self, user: str, protocol: int, configuration: dict[str, str] | None,
-             connection_id: int | None) -> ClientSession:
+             connection_id: int | None, peer: str = "") -> ClientSession:
         from sqlext.session import client_session
 
         spark = client_session(self.root)
-        session = ClientSession(Handle.new(), user, protocol, spark, connection_id, self.guard)
+        session = ClientSession(Handle.new(), user, protocol, spark, connection_id, guard=self.guard,
+                                audit=self.audit, peer=peer)
         self.configure(session, configuration or {})
         with self._lock:
             self._sessions[session.handle.guid] = session

@@ -1,13 +1,16 @@
 """The safe default of served sessions (sqlext/server/statement_guard.py): the escapes an authenticated client
 could use to read the host's files, the users file, the server's environment or to load code are refused with
 SQLSTATE 42000 through a real client (PyHive, in its own process), and allowed only when the server is started
-with the administrator's flag; ordinary statements pass."""
+with the administrator's flag; ordinary statements pass. The audit log (sqlext/server/audit.py) has one
+parseable line per statement of that client."""
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -128,7 +131,8 @@ def served(spark, tmp_path):
     users.write_text("")
     started = []
     for unsafe in (False, True):
-        config = ServerConfig(port=0, http_port=None, allow_unsafe_statements=unsafe)
+        config = ServerConfig(port=0, http_port=None, allow_unsafe_statements=unsafe,
+                              audit_log=None if unsafe else str(tmp_path / "audit.log"))
         started.append(HiveService(spark, config).start())
     yield started
     for service in started:
@@ -149,3 +153,21 @@ def test_escapes_through_pyhive_refused_by_default_and_allowed_by_the_flag(serve
     assert unsafe[escapes[0]] == {"rows": [["the host's file"]]}
     assert unsafe[escapes[1]]["rows"][0][0].split(".")[0].isdigit()
     assert "error" not in unsafe[escapes[2]]
+
+    # the audit log of the safe server: one line per statement, written as each operation closes
+    statements = escapes + ["SELECT 1 + 1"]
+    audit = tmp_path / "audit.log"
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (not audit.exists() or len(audit.read_text().splitlines()) < 5):
+        time.sleep(0.1)
+    lines = {entry["statement"]: entry for entry in map(json.loads, audit.read_text().splitlines())}
+    assert sorted(lines) == sorted(statements + ["USE `default`"])  # PyHive's connect sends the USE
+    for sql in escapes:
+        assert lines[sql]["outcome"] == "denied" and lines[sql]["sqlstate"] == "42000", lines[sql]
+    ok = lines["SELECT 1 + 1"]
+    assert ok["outcome"] == "ok" and ok["rows"] == 1 and ok["sqlstate"] is None and ok["duration_ms"] >= 0
+    assert ok["statement_sha256"] == hashlib.sha256(b"SELECT 1 + 1").hexdigest()
+    assert lines[escapes[0]]["tables"] == [f"text.{secret}"]
+    assert {e["user"] for e in lines.values()} == {"mallory"}
+    assert all(e["client"].startswith("127.0.0.1:") and e["session"] and e["time"].endswith("+00:00")
+               for e in lines.values())
