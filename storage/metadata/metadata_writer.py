@@ -1,6 +1,7 @@
 """Keeping a data table's metadata table in step (Hudi's HoodieBackedTableMetadataWriter), table versions 8 and 9:
 its creation and initialisation (bootstrap) on an existing table, one MDT deltacommit per data action, MDT
-rollbacks, and MDT compaction.
+rollbacks, and the MDT's table services before each deltacommit: clean, compaction, archival (clean and archival
+in storage.metadata.metadata_table_services).
 
 Protocol (notes §4.1): every data action T completes through `storage.table.action_completion.complete_action`;
 this module's pre-complete hook (`on_pre_complete`) runs there, under the table lock, before T completes, and
@@ -51,6 +52,7 @@ from storage.metadata.keys import (
     mdt_partition_name,
     partition_stats_key,
 )
+from storage.metadata.metadata_table_services import MetadataServiceSettings, MetadataTableServices
 from storage.metadata.records import (
     ColumnStats,
     FileInfo,
@@ -141,6 +143,7 @@ class MetadataWriteSettings:
     column_stats: ColumnStatsSettings = field(default_factory=ColumnStatsSettings)
     file_group_counts: tuple[tuple[str, int], ...] = ((FILES, 1), (COLUMN_STATS, 2), (PARTITION_STATS, 1))
     max_delta_commits: int = MK.COMPACT_MAX_DELTA_COMMITS.default
+    services: MetadataServiceSettings = field(default_factory=MetadataServiceSettings)  # its clean and archival
 
     @classmethod
     def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9) -> "MetadataWriteSettings":
@@ -155,7 +158,7 @@ class MetadataWriteSettings:
                                        primitive_only=table_version == 8),
                    ((FILES, 1), (COLUMN_STATS, config.get(MK.COLUMN_STATS_FILE_GROUP_COUNT)),
                     (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT))),
-                   config.get(MK.COMPACT_MAX_DELTA_COMMITS))
+                   config.get(MK.COMPACT_MAX_DELTA_COMMITS), MetadataServiceSettings.of(config))
 
     def file_group_count(self, partition: str) -> int:
         return dict(self.file_group_counts)[partition]
@@ -400,8 +403,16 @@ class MetadataWriter:
         else:
             return  # savepoint, restore (its rollbacks updated the MDT one by one)
         self.discard(instant)  # an earlier attempt whose data instant never completed
-        self._maybe_compact()
+        self._table_services()
         self._deltacommit(instant, records)
+
+    def _table_services(self) -> None:
+        """The MDT's own table services before its next deltacommit, in Hudi's order (performTableServices):
+        clean, compaction, archival (storage.metadata.metadata_table_services)."""
+        services = MetadataTableServices(self.data, self.mdt, self.settings.services)
+        services.clean_if_necessary()
+        self._maybe_compact()
+        services.archive()
 
     def _commit_records(self, md: HoodieCommitMetadata) -> dict[str, list[MetadataRecord]]:
         """files (+ the partition list), and the column and partition stats of the new files (notes §4.2)."""

@@ -2,7 +2,8 @@
 short by moving old instants into `.hoodie/archived/` (read back by storage.timeline.archived_timeline).
 
 Python API: ``archive(base_path_or_meta, config=HoodieConfig(), spark=None) -> list[HoodieInstant]`` (the completed
-instants archived) and ``check_archival_config(config)``.
+instants archived) and ``check_archival_config(config)``; ``archive_timeline(meta, config, retain_from)`` archives a
+loaded table with options the caller checked and an extra bound (the metadata table's archival).
 
 What is archived (once more than `hoodie.keep.max.commits` completed instants exist, down to
 `hoodie.keep.min.commits`, in batches of at least `hoodie.commits.archival.batch`):
@@ -101,8 +102,9 @@ def check_archival_config(config: HoodieConfig) -> None:
 class _ArchivalCandidates:
     """Hudi's getInstantsToArchive, on one loaded timeline."""
 
-    def __init__(self, meta: HoodieTableMetaClient, config: HoodieConfig):
+    def __init__(self, meta: HoodieTableMetaClient, config: HoodieConfig, retain_from: str | None = None):
         self.meta, self.config = meta, config
+        self.retain_from = retain_from  # a caller's own bound (the metadata table's: what its data table needs)
         self.timeline = meta.timeline
         self.low, self.high = config.get(AK.MIN_COMMITS_TO_KEEP), config.get(AK.MAX_COMMITS_TO_KEEP)
 
@@ -137,7 +139,7 @@ class _ArchivalCandidates:
 
     def _retain_bounds(self, commits: list[HoodieInstant]) -> list[str | None]:
         return [self._oldest_pending_bound(commits), self._clean_bound(), self._clustering_bound(commits),
-                self._compaction_bound()]
+                self._compaction_bound(), self.retain_from]
 
     def _oldest_pending_bound(self, commits: list[HoodieInstant]) -> str | None:
         """Nothing at or after the completed commit before the oldest pending write / table service."""
@@ -186,9 +188,11 @@ class _ArchivalCandidates:
         return first_delta.timestamp if first_delta else None
 
 
-def instants_to_archive(meta: HoodieTableMetaClient, config: HoodieConfig) -> list[HoodieInstant]:
-    """Every instant file to archive (completed ones with their requested / inflight files), in time order."""
-    completed = _ArchivalCandidates(meta, config).completed_instants()
+def instants_to_archive(meta: HoodieTableMetaClient, config: HoodieConfig,
+                        retain_from: str | None = None) -> list[HoodieInstant]:
+    """Every instant file to archive (completed ones with their requested / inflight files), in time order; no
+    commit at or after `retain_from` (when given) is archived."""
+    completed = _ArchivalCandidates(meta, config, retain_from).completed_instants()
     keys = {(c.timestamp, Action.COMPLETES_AS.get(c.action, c.action)) for c in completed}
     files = meta.active_timeline.all_files()
     return sorted((i for i in files if (i.timestamp, Action.COMPLETES_AS.get(i.action, i.action)) in keys),
@@ -277,14 +281,21 @@ def archive(table: HoodieTableMetaClient | str, config: HoodieConfig = HoodieCon
     """Archive what the rules allow; the completed instants archived (empty when below the batch size)."""
     meta = service_meta_client(table, "archival", spark, config)
     check_archival_config(config)
+    return archive_timeline(meta, config)
+
+
+def archive_timeline(meta: HoodieTableMetaClient, config: HoodieConfig,
+                     retain_from: str | None = None) -> list[HoodieInstant]:
+    """`archive` of a loaded table whose options the caller checked (the metadata table's writer derives its
+    own, storage.metadata.metadata_table_services); `retain_from` bounds the commits archived further."""
     # under the table lock, as Hudi's archiver: a writer's conflict check must not read a timeline whose
     # instants are half moved to the archive
     with TransactionManager.for_table(meta, config).transaction("archive"):
         meta.reload()
         if meta.active_timeline.layout_version >= 2:
-            return _archive_to_lsm_timeline(meta, config)
+            return _archive_to_lsm_timeline(meta, config, retain_from)
         _settle_interrupted_merge(meta)
-        instants = instants_to_archive(meta, config)
+        instants = instants_to_archive(meta, config, retain_from)
         completed = [i for i in instants if i.is_completed]
         if not completed or len(completed) < config.get(AK.COMMITS_ARCHIVAL_BATCH_SIZE):
             log.debug("no instants to archive in %s", meta.base_path)
@@ -311,9 +322,10 @@ def _remove_archived(meta: HoodieTableMetaClient, instants: list[HoodieInstant],
 # ----------------------------------------------------------------------------------------------- layout 2
 
 
-def _archive_to_lsm_timeline(meta: HoodieTableMetaClient, config: HoodieConfig) -> list[HoodieInstant]:
+def _archive_to_lsm_timeline(meta: HoodieTableMetaClient, config: HoodieConfig,
+                             retain_from: str | None = None) -> list[HoodieInstant]:
     """TimelineArchiverV2.archiveIfRequired, under the caller's table lock."""
-    instants = instants_to_archive(meta, config)
+    instants = instants_to_archive(meta, config, retain_from)
     completed = [i for i in instants if i.is_completed]
     if not completed:
         log.debug("no instants to archive in %s", meta.base_path)

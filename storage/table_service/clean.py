@@ -10,7 +10,8 @@ Python API (`CALL run_clean` / `show_cleans` / `show_clean_plans` map onto it):
   clean (a clean that died re-executes its saved plan), then schedules and executes a new one (with
   ``force=False`` only when ``hoodie.clean.max.commits`` commits were made since the last clean). Returns the new
   clean instant.
-- ``clean_table(...) -> CleanOutcome``: the same, telling the pending cleans it finished and, when no new clean
+- ``clean_table(...) -> CleanOutcome`` (``clean_loaded_table`` for a loaded meta client, e.g. the metadata
+  table's): the same, telling the pending cleans it finished and, when no new clean
   deleted a file, why (logged at INFO too): the trigger is not reached, the planner's reason (no more commits
   than retained, no file version older than the retained ones, ...), a pending clean was finished instead, or an
   empty clean was recorded.
@@ -154,7 +155,13 @@ def run_clean(spark, base_path: HoodieTableMetaClient | str, config: HoodieConfi
 def clean_table(spark, base_path: HoodieTableMetaClient | str, config: HoodieConfig = HoodieConfig(),
                 force: bool = True) -> CleanOutcome:
     """`run_clean`, telling what it did and, when no new clean deleted a file, why."""
-    meta = service_meta_client(base_path, "clean", spark, config)
+    return clean_loaded_table(spark, service_meta_client(base_path, "clean", spark, config), config, force)
+
+
+def clean_loaded_table(spark, meta: HoodieTableMetaClient, config: HoodieConfig = HoodieConfig(),
+                       force: bool = True) -> CleanOutcome:
+    """`clean_table` of a table its caller loaded and prepared (the metadata table's writer cleans the metadata
+    table with it, storage.metadata.metadata_table_services); `spark` None deletes from the driver."""
     check_clean_config(meta, config)
     finished = []
     for pending in list(meta.timeline.pending().of_actions([Action.CLEAN])):
