@@ -155,6 +155,12 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--data-root", action="append", default=None, metavar="DIR",
                        help="a directory beside the warehouse that statements may name paths in (repeatable)")
     serve.add_argument("--audit-log", metavar="FILE", help="append one JSON line per statement to FILE")
+    serve.add_argument("--policy", metavar="FILE", help="grants of SELECT / MODIFY / ADMIN on tables to users and "
+                                                        "groups (sqlext/server/authorization.py)")
+    serve.add_argument("--grant", metavar="'PRIV ON OBJECT TO USER|GROUP NAME'",
+                       help="add a grant to --policy FILE and exit")
+    serve.add_argument("--revoke", metavar="'PRIV ON OBJECT TO USER|GROUP NAME'",
+                       help="remove a grant from --policy FILE and exit")
     serve.add_argument("--allow-unsafe-statements", action="store_true", default=None,
                        help="turn off the safe default: clients may then read any file by path, call Java methods "
                             "(reflect, ADD JAR) and set credentials and endpoints")
@@ -548,6 +554,8 @@ def serve(args) -> int:
 
     if args.add_user:
         return add_user(args.add_user, args.users, sys.stdin)
+    if args.grant or args.revoke:
+        return change_grant(args.policy, args.grant or args.revoke, revoke=bool(args.revoke))
     conf = parse_conf(args.conf)
     http_port = args.http_port
     if http_port is not None:
@@ -559,7 +567,8 @@ def serve(args) -> int:
         config, spark_conf = ServerConfig.from_conf(
             conf, host=args.host, port=args.port, auth=args.auth, users_file=args.users,
             max_message_size=args.max_message_size, allow_unsafe_statements=args.allow_unsafe_statements,
-            data_roots=tuple(args.data_root) if args.data_root else None, audit_log=args.audit_log)
+            data_roots=tuple(args.data_root) if args.data_root else None, audit_log=args.audit_log,
+            policy_file=args.policy)
         if args.http_port is not None:
             from dataclasses import replace
 
@@ -574,6 +583,20 @@ def serve(args) -> int:
         run_server(spark, config, announce=lambda line: print(line, flush=True))
     finally:
         spark.stop()
+    return 0
+
+
+def change_grant(policy: str | None, statement: str, revoke: bool) -> int:
+    from sqlext.server.authorization import PolicyFile
+
+    if not policy:
+        raise CliError(f"--{'revoke' if revoke else 'grant'} needs --policy FILE")
+    try:
+        grant = PolicyFile(policy).change(statement, revoke)
+    except ValueError as exc:
+        raise CliError(str(exc)) from exc
+    print(f"{'revoked' if revoke else 'granted'} {grant.privilege} on {grant.object} "
+          f"{'from' if revoke else 'to'} {grant.kind.lower()} {grant.principal} in {policy}")
     return 0
 
 

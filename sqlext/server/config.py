@@ -21,6 +21,7 @@ IDLE_SESSION_TIMEOUT = "hive.server2.idle.session.timeout"  # milliseconds, as i
 UNSAFE_STATEMENTS = "sqlext.serve.unsafe.statements"  # ours: statement_guard.py's safe default off (true/false)
 DATA_ROOTS = "sqlext.serve.data.roots"  # ours: comma-separated directories paths in statements may name
 AUDIT_LOG = "sqlext.serve.audit.log"  # ours: audit.py's JSON lines appended to this file
+POLICY_FILE = "sqlext.serve.policy.file"  # ours: authorization.py's grants
 
 AUTH_NOSASL = "nosasl"   # plain binary Thrift, no credentials
 AUTH_NONE = "none"       # SASL PLAIN (or plain binary) with any user and password accepted
@@ -47,6 +48,7 @@ class ServerConfig:
     allow_unsafe_statements: bool = False   # statement_guard.py: an administrator's choice
     data_roots: tuple[str, ...] = ()        # beside the warehouse
     audit_log: str | None = None            # a file for audit.py's lines (always logged to sqlext.audit)
+    policy_file: str | None = None          # authorization.py's grants (None: every user may do everything)
 
     def __post_init__(self):
         if self.auth not in AUTH_MODES:
@@ -67,7 +69,8 @@ class ServerConfig:
                 MAX_MESSAGE_SIZE: "max_message_size", MAX_WORKER_THREADS: "max_worker_threads",
                 ASYNC_EXEC_THREADS: "async_exec_threads", MAX_FETCH_SIZE: "max_fetch_size",
                 DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms",
-                UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots", AUDIT_LOG: "audit_log"}
+                UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots", AUDIT_LOG: "audit_log",
+                POLICY_FILE: "policy_file"}
         types = {f.name: f.type for f in fields(cls)}
         values, rest = {}, {}
         for key, value in conf.items():

@@ -21,6 +21,7 @@ from pyspark.sql import SparkSession
 
 from sqlext.server import hive_compat
 from sqlext.server.audit import statement_entry
+from sqlext.server.authorization import SHOW_GRANTS
 from sqlext.server.errors import HoodieServerError, HoodieUnsupportedRequestError, sqlstate
 from sqlext.server.result_set import LocalResultSet, ResultSet, SparkResultSet
 from sqlext.server.third_party.tcliservice.ttypes import (
@@ -235,6 +236,12 @@ class StatementOperation(Operation):
         self.log(f"executing: {self.statement[:1000]}")
         if self.session.guard is not None:
             self.session.guard.check_statement(self.statement)
+        if SHOW_GRANTS.match(self.statement):
+            self.result = LocalResultSet(*grants_table(self.session))
+            return
+        if self.session.authorizer is not None:
+            self.session.authorizer.check(self.session.user, self.statement,
+                                          self.session.spark.catalog.currentDatabase())
         df = hive_compat.run(self.session.spark.sql, self.statement)
         if not df.columns:  # DDL and commands without output
             self.has_result_set = False
@@ -274,6 +281,17 @@ class StatementOperation(Operation):
             session=self.session.handle.hex, operation=self.query_id, statement=self.statement, outcome=outcome,
             sqlstate=sqlstate(self.error) if self.error is not None else None, rows=self.rows_fetched,
             duration_ms=ended_ms - self.started_ms)
+
+
+def grants_table(session) -> tuple:
+    """(Spark schema, Arrow table) of SHOW GRANTS: the grants that apply to the session's user."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    names = ("privilege", "object", "principal_type", "principal")
+    rows = session.authorizer.show_grants(session.user) if session.authorizer is not None \
+        else [("ADMIN", "*", "USER", "*")]  # no policy file: everyone may do everything
+    schema = StructType([StructField(n, StringType()) for n in names])
+    return schema, pa.table({n: pa.array([r[i] for r in rows], pa.string()) for i, n in enumerate(names)})
 
 
 class MetadataOperation(Operation):

@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 from sqlext.server import registry
 from sqlext.server.audit import AuditLog
 from sqlext.server.auth import Authenticator, UsersFile
+from sqlext.server.authorization import Authorizer, PolicyFile
 from sqlext.server.config import AUTH_PLAIN, ServerConfig
 from sqlext.server.http import HttpServer
 from sqlext.server.statement_guard import StatementGuard
@@ -37,7 +38,7 @@ class HiveService:
             users.users()  # a missing or malformed users file fails now, not at the first login
         self.authenticator = Authenticator(config.auth, users)
         self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0, _guard(spark, config),
-                                       AuditLog(config.audit_log))
+                                       AuditLog(config.audit_log), _authorizer(config))
         self.async_pool = ThreadPoolExecutor(config.async_exec_threads, thread_name_prefix="sqlext-async")
         self.binary = BinaryServer(self, config.host, config.port)
         self.http = HttpServer(self, config.host, config.http_port, config.http_path) \
@@ -130,6 +131,16 @@ def _guard(spark: SparkSession, config: ServerConfig) -> StatementGuard | None:
         return None
     return StatementGuard.for_server(spark.conf.get("spark.sql.warehouse.dir"), config.data_roots,
                                      config.users_file)
+
+
+def _authorizer(config: ServerConfig) -> Authorizer | None:
+    if config.policy_file is None:
+        log.warning("no policy file (--policy): every %s user may read and change every table",
+                    "authenticated" if config.auth == AUTH_PLAIN else "connecting")
+        return None
+    authorizer = Authorizer(PolicyFile(config.policy_file))
+    authorizer.policy_file.policy()  # a missing or malformed file fails now, not at the first statement
+    return authorizer
 
 
 def _record(spark: SparkSession, config: ServerConfig, port: int) -> registry.ServerRecord:

@@ -16,6 +16,7 @@ from pyspark.sql import SparkSession
 
 from sqlext.server.errors import HoodieInvalidHandleError
 from sqlext.server.audit import AuditLog
+from sqlext.server.authorization import Authorizer
 from sqlext.server.operation import Handle, Operation
 from sqlext.server.statement_guard import StatementGuard
 
@@ -35,6 +36,7 @@ class ClientSession:
     connection_id: int | None           # None: HTTP (no connection owns it)
     guard: StatementGuard | None = None  # the server's safe default (None: turned off)
     audit: AuditLog | None = None
+    authorizer: Authorizer | None = None  # the server's grants (None: every user may do everything)
     peer: str = ""                      # the client's address:port
     operations: dict[bytes, Operation] = field(default_factory=dict)
     last_access: float = field(default_factory=time.monotonic)
@@ -45,10 +47,11 @@ class ClientSession:
 
 class SessionManager:
     def __init__(self, root: SparkSession, idle_timeout_s: float, guard: StatementGuard | None = None,
-                 audit: AuditLog | None = None):
+                 audit: AuditLog | None = None, authorizer: Authorizer | None = None):
         self.root = root
         self.guard = guard
         self.audit = audit
+        self.authorizer = authorizer
         self.idle_timeout_s = idle_timeout_s
         self._sessions: dict[bytes, ClientSession] = {}
         self._operations: dict[bytes, Operation] = {}
@@ -61,7 +64,7 @@ class SessionManager:
 
         spark = client_session(self.root)
         session = ClientSession(Handle.new(), user, protocol, spark, connection_id, guard=self.guard,
-                                audit=self.audit, peer=peer)
+                                audit=self.audit, authorizer=self.authorizer, peer=peer)
         self.configure(session, configuration or {})
         with self._lock:
             self._sessions[session.handle.guid] = session

@@ -1,0 +1,187 @@
+"""Grants of served tables (sqlext/server/authorization.py): what each statement needs, the policy file, and a
+matrix of users x privileges x statements through a real client (PyHive, in its own process) against a server
+with a policy: allowed or denied (SQLSTATE 42000 naming the privilege and the table) as the policy says, and
+nothing written on a denial."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import uuid
+
+import pytest
+
+from sqlext.server.authorization import Policy, PolicyFile, required_privileges
+from thrift_server.support import client_env
+
+DB = "shop"
+
+
+@pytest.mark.parametrize("statement,needed", [
+    ("SELECT * FROM t", [("SELECT", "shop.t")]),
+    ("SELECT * FROM other.t JOIN t USING (id)", [("SELECT", "other.t"), ("SELECT", "shop.t")]),
+    ("WITH x AS (SELECT * FROM s) SELECT * FROM x", [("SELECT", "shop.s")]),
+    ("SELECT * FROM t WHERE id IN (SELECT id FROM spark_catalog.other.s)",
+     [("SELECT", "shop.t"), ("SELECT", "other.s")]),
+    ("SELECT * FROM hudi.`/data/t`", [("SELECT", "path:/data/t")]),
+    ("INSERT INTO t SELECT * FROM s", [("MODIFY", "shop.t"), ("SELECT", "shop.s")]),
+    ("INSERT OVERWRITE TABLE t VALUES (1)", [("MODIFY", "shop.t")]),
+    ("MERGE INTO t USING s ON t.id = s.id WHEN MATCHED THEN DELETE", [("MODIFY", "shop.t"), ("SELECT", "shop.s")]),
+    ("UPDATE t SET a = 1 WHERE id IN (SELECT id FROM s)", [("MODIFY", "shop.t"), ("SELECT", "shop.s")]),
+    ("DELETE FROM other.t WHERE id = 1", [("MODIFY", "other.t")]),
+    ("CREATE TABLE t2 USING hudi AS SELECT * FROM t", [("ADMIN", "shop.t2"), ("SELECT", "shop.t")]),
+    ("CREATE VIEW v AS SELECT * FROM t", [("ADMIN", "shop.v"), ("SELECT", "shop.t")]),
+    ("CREATE DATABASE d", [("ADMIN", "d.*")]),
+    ("DROP TABLE t", [("ADMIN", "shop.t")]),
+    ("DROP DATABASE d CASCADE", [("ADMIN", "d.*")]),
+    ("ALTER TABLE t ADD COLUMNS (x int)", [("ADMIN", "shop.t")]),
+    ("TRUNCATE TABLE t", [("ADMIN", "shop.t")]),
+    ("DESCRIBE t", [("SELECT", "shop.t")]),
+    ("SHOW CREATE TABLE other.t", [("SELECT", "other.t")]),
+    ("EXPLAIN UPDATE t SET a = 1", [("SELECT", "shop.t")]),
+    ("CALL run_compaction(op => 'run', table => 't')", [("MODIFY", "shop.t")]),
+    ("CALL run_clean(table => 'other.t')", [("MODIFY", "other.t")]),
+    ("CALL show_commits(table => 't', limit => 5)", [("SELECT", "shop.t")]),
+    ("CALL rollback_to_instant(table => 't', instant_time => '1')", [("ADMIN", "shop.t")]),
+    ("CALL create_savepoint(path => '/data/t', commit_time => '1')", [("ADMIN", "path:/data/t")]),
+    ("SHOW TABLES", []), ("USE other", []), ("SET spark.sql.shuffle.partitions=3", []),
+    ("CREATE FUNCTION f(x INT) RETURNS INT RETURN x + 1", [("ADMIN", "*")]),
+    ("MSCK REPAIR TABLE t", [("ADMIN", "*")]),
+])
+def test_what_a_statement_needs(statement, needed):
+    assert required_privileges(statement, DB) == needed
+
+
+def test_policy_hierarchy_wildcards_and_groups():
+    policy = Policy.parse("""
+        # analysts read the shop, alice also writes its orders
+        GROUP analysts: alice, carol
+        GRANT SELECT ON shop.* TO GROUP analysts
+        GRANT MODIFY ON shop.orders TO USER alice
+        GRANT ADMIN ON * TO USER root
+        GRANT SELECT ON path:/data/* TO USER *
+    """)
+    assert policy.allows("carol", "SELECT", "shop.items") and not policy.allows("carol", "MODIFY", "shop.orders")
+    assert policy.allows("alice", "MODIFY", "shop.orders") and policy.allows("alice", "SELECT", "shop.orders")
+    assert not policy.allows("alice", "ADMIN", "shop.orders") and not policy.allows("alice", "SELECT", "hr.pay")
+    assert policy.allows("root", "ADMIN", "hr.pay") and policy.allows("root", "SELECT", "path:/anywhere")
+    assert policy.allows("mallory", "SELECT", "path:/data/t") and not policy.allows("mallory", "SELECT", "shop.x")
+    with pytest.raises(ValueError, match=r"policy:2: expected 'GRANT <SELECT\|MODIFY\|ADMIN>"):
+        Policy.parse("GRANT SELECT ON shop.* TO USER a\nGRANT ALL ON * TO bob")
+
+
+def test_grant_and_revoke_edit_the_file_and_the_server_sees_it(tmp_path):
+    path = tmp_path / "policy"
+    done = subprocess.run([sys.executable, "-m", "sqlext.cli", "serve", "--policy", str(path),
+                           "--grant", "SELECT ON shop.* TO USER alice"], capture_output=True, text=True,
+                          env=client_env(), timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "granted SELECT on shop.* to user alice" in done.stdout
+    policy = PolicyFile(str(path))
+    assert policy.policy().allows("alice", "SELECT", "shop.orders")
+    PolicyFile(str(path)).change("MODIFY ON shop.orders TO USER alice")
+    assert policy.policy().allows("alice", "MODIFY", "shop.orders")  # re-read: the file changed
+    PolicyFile(str(path)).change("SELECT ON shop.* TO USER alice", revoke=True)
+    assert path.read_text() == "GRANT MODIFY ON shop.orders TO USER alice\n"
+
+
+# -- the matrix through PyHive ----------------------------------------------------------------------------------
+_CLIENT = textwrap.dedent("""
+    import json, sys
+    from pyhive import hive
+    args = json.loads(sys.argv[1])
+    out = {}
+    for user, statements in args["runs"].items():
+        cursor = hive.connect(host="127.0.0.1", port=args["port"], auth="NONE", username=user).cursor()
+        for sql in statements:
+            try:
+                cursor.execute(sql)
+                out[f"{user}|{sql}"] = {"rows": [list(map(str, r)) for r in cursor.fetchall()]}
+            except Exception as exc:
+                status = getattr(getattr(exc, "args", [None])[0], "status", None)
+                out[f"{user}|{sql}"] = {"error": str(getattr(status, "errorMessage", exc)),
+                                        "sqlstate": getattr(status, "sqlState", None)}
+    print(json.dumps(out))
+""")
+
+
+@pytest.fixture
+def policy_server(spark, tmp_path):
+    from sqlext.server.config import ServerConfig
+    from sqlext.server.server import HiveService
+
+    suffix = uuid.uuid4().hex[:6]
+    names = {k: f"authz_{k}_{suffix}" for k in ("open", "rw", "secret")}
+    for key in ("open", "rw", "secret"):
+        spark.sql(f"CREATE TABLE {names[key]} (id INT, v STRING, ts INT) USING hudi "
+                  f"TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts')")
+        spark.sql(f"INSERT INTO {names[key]} VALUES (1, '{key}', 1), (2, '{key}', 1)")
+    policy = tmp_path / "policy"
+    policy.write_text(f"GROUP analysts: alice\n"
+                      f"GRANT SELECT ON default.{names['open']} TO GROUP analysts\n"
+                      f"GRANT MODIFY ON default.{names['rw']} TO USER alice\n"
+                      f"GRANT ADMIN ON * TO USER root\n")
+    service = HiveService(spark, ServerConfig(port=0, http_port=None, policy_file=str(policy))).start()
+    yield service.binary.port, names
+    service.stop()
+    for key in ("open", "rw", "secret"):
+        spark.sql(f"DROP TABLE IF EXISTS {names[key]}")
+
+
+def test_users_privileges_statements_through_pyhive(spark, policy_server):
+    port, n = policy_server
+    o, rw, s = n["open"], n["rw"], n["secret"]
+    statements = {
+        "select open": f"SELECT count(*) FROM {o}",
+        "select secret": f"SELECT count(*) FROM {s}",
+        "cte over secret": f"WITH x AS (SELECT * FROM {s}) SELECT count(*) FROM x",
+        "subquery over secret": f"SELECT count(*) FROM {o} WHERE id IN (SELECT id FROM {s})",
+        "merge rw from open": f"MERGE INTO {rw} t USING (SELECT id, 'merged' AS v, 2 AS ts FROM {o}) src "
+                              f"ON t.id = src.id WHEN MATCHED THEN UPDATE SET *",
+        "merge rw from secret": f"MERGE INTO {rw} t USING (SELECT id, 'leak' AS v, 3 AS ts FROM {s}) src "
+                                f"ON t.id = src.id WHEN MATCHED THEN UPDATE SET *",
+        "update secret": f"UPDATE {s} SET v = 'hacked' WHERE id = 1",
+        "delete open": f"DELETE FROM {o} WHERE id = 2",
+        "insert rw": f"INSERT INTO {rw} VALUES (3, 'new', 1)",
+        "drop secret": f"DROP TABLE {s}",
+        "clean rw": f"CALL run_clean(table => '{rw}')",
+        "commits secret": f"CALL show_commits(table => '{s}')",
+    }
+    allowed = {  # per user, the statements the policy allows
+        "alice": {"select open", "merge rw from open", "insert rw", "clean rw"},
+        "bob": set(),
+        # root (ADMIN on *) runs the reads and one write of its own; the tables then tell what the others wrote
+        "root": {"select open", "select secret", "cte over secret", "subquery over secret", "commits secret"},
+    }
+    order = list(statements)
+    root_update = f"UPDATE {s} SET v = 'root' WHERE id = 2"
+    runs = {user: [statements[k] for k in order if user != "root" or k in allowed["root"]] + ["SHOW GRANTS"]
+            for user in allowed}
+    runs["root"].append(root_update)
+    before = {t: sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {t}").collect()) for t in (o, s)}
+    done = subprocess.run([sys.executable, "-c", _CLIENT, json.dumps({"port": port, "runs": runs})],
+                          capture_output=True, text=True, timeout=600, env=client_env())
+    assert done.returncode == 0, done.stderr[-4000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    for user in ("alice", "bob"):
+        for key in order:
+            answer = got[f"{user}|{statements[key]}"]
+            if key in allowed[user]:
+                assert "error" not in answer, (user, key, answer)
+            else:
+                assert answer.get("sqlstate") == "42000" and f"user {user} lacks the" in answer["error"], \
+                    (user, key, answer)
+    assert "lacks the SELECT privilege on default." + s in got[f"alice|{statements['merge rw from secret']}"]["error"]
+    assert "lacks the MODIFY privilege on default." + rw in got[f"bob|{statements['insert rw']}"]["error"]
+    assert all("error" not in got[f"root|{statements[k]}"] for k in allowed["root"])
+    assert got["alice|SHOW GRANTS"]["rows"] == [["SELECT", f"default.{o}", "GROUP", "analysts"],
+                                                ["MODIFY", f"default.{rw}", "USER", "alice"]]
+    assert got["bob|SHOW GRANTS"] == {"rows": []}
+    assert "error" not in got[f"root|{root_update}"]
+    # nothing written on a denial: the secret table holds root's update only, the open one is as it was
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {s}").collect()) == [(1, "secret"), (2, "root")]
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {o}").collect()) == before[o]
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {rw}").collect()) == \
+        [(1, "merged"), (2, "merged"), (3, "new")]
+    assert before[s] == [(1, "secret"), (2, "secret")]
