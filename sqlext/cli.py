@@ -155,6 +155,9 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
     serve.add_argument("--data-root", action="append", default=None, metavar="DIR",
                        help="a directory beside the warehouse that statements may name paths in (repeatable)")
     serve.add_argument("--audit-log", metavar="FILE", help="append one JSON line per statement to FILE")
+    serve.add_argument("--ssl-cert", metavar="PEM", help="TLS certificate (chain) for both transports; plaintext "
+                                                          "clients are then refused")
+    serve.add_argument("--ssl-key", metavar="PEM", help="the certificate's private key (default: in --ssl-cert)")
     serve.add_argument("--policy", metavar="FILE", help="grants of SELECT / MODIFY / ADMIN on tables to users and "
                                                         "groups (sqlext/server/authorization.py)")
     serve.add_argument("--grant", metavar="'PRIV ON OBJECT TO USER|GROUP NAME'",
@@ -568,7 +571,7 @@ def serve(args) -> int:
             conf, host=args.host, port=args.port, auth=args.auth, users_file=args.users,
             max_message_size=args.max_message_size, allow_unsafe_statements=args.allow_unsafe_statements,
             data_roots=tuple(args.data_root) if args.data_root else None, audit_log=args.audit_log,
-            policy_file=args.policy)
+            policy_file=args.policy, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key)
         if args.http_port is not None:
             from dataclasses import replace
 

@@ -22,6 +22,8 @@ UNSAFE_STATEMENTS = "sqlext.serve.unsafe.statements"  # ours: statement_guard.py
 DATA_ROOTS = "sqlext.serve.data.roots"  # ours: comma-separated directories paths in statements may name
 AUDIT_LOG = "sqlext.serve.audit.log"  # ours: audit.py's JSON lines appended to this file
 POLICY_FILE = "sqlext.serve.policy.file"  # ours: authorization.py's grants
+SSL_CERT = "sqlext.serve.ssl.cert"  # ours (Hive takes a Java keystore): PEM certificate chain; TLS required
+SSL_KEY = "sqlext.serve.ssl.key"    # its PEM private key (default: in the certificate file)
 
 AUTH_NOSASL = "nosasl"   # plain binary Thrift, no credentials
 AUTH_NONE = "none"       # SASL PLAIN (or plain binary) with any user and password accepted
@@ -49,6 +51,8 @@ class ServerConfig:
     data_roots: tuple[str, ...] = ()        # beside the warehouse
     audit_log: str | None = None            # a file for audit.py's lines (always logged to sqlext.audit)
     policy_file: str | None = None          # authorization.py's grants (None: every user may do everything)
+    ssl_cert: str | None = None             # TLS on both transports, plaintext refused
+    ssl_key: str | None = None
 
     def __post_init__(self):
         if self.auth not in AUTH_MODES:
@@ -58,6 +62,8 @@ class ServerConfig:
         if self.users_file and self.auth != AUTH_PLAIN:
             raise ValueError(f"users are configured ({self.users_file}): {AUTHENTICATION} must be plain, "
                              f"not {self.auth} (NOSASL and NONE would let anyone in)")
+        if self.ssl_key and not self.ssl_cert:
+            raise ValueError(f"{SSL_KEY} is set without a certificate ({SSL_CERT}, --ssl-cert)")
         if self.max_message_size < 1024:
             raise ValueError(f"{MAX_MESSAGE_SIZE} must be at least 1024 bytes, got {self.max_message_size}")
 
@@ -70,7 +76,7 @@ class ServerConfig:
                 ASYNC_EXEC_THREADS: "async_exec_threads", MAX_FETCH_SIZE: "max_fetch_size",
                 DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms",
                 UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots", AUDIT_LOG: "audit_log",
-                POLICY_FILE: "policy_file"}
+                POLICY_FILE: "policy_file", SSL_CERT: "ssl_cert", SSL_KEY: "ssl_key"}
         types = {f.name: f.type for f in fields(cls)}
         values, rest = {}, {}
         for key, value in conf.items():

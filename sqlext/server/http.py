@@ -104,6 +104,9 @@ class HttpServer:
         self._httpd.daemon_threads = True
         self._httpd.service = service
         self._httpd.http_path = path.strip("/")
+        if service.tls is not None:  # the handshake happens in the request's thread, on its first read
+            self._httpd.socket = service.tls.wrap_socket(self._httpd.socket, server_side=True,
+                                                         do_handshake_on_connect=False)
         self.port = self._httpd.server_address[1]
         self._thread = threading.Thread(target=self._httpd.serve_forever, name="sqlext-http", daemon=True)
 

@@ -37,6 +37,7 @@ class HiveService:
         if config.auth == AUTH_PLAIN:
             users.users()  # a missing or malformed users file fails now, not at the first login
         self.authenticator = Authenticator(config.auth, users)
+        self.tls = _tls_context(config)  # None: plaintext
         self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0, _guard(spark, config),
                                        AuditLog(config.audit_log), _authorizer(config))
         self.async_pool = ThreadPoolExecutor(config.async_exec_threads, thread_name_prefix="sqlext-async")
@@ -114,8 +115,10 @@ def serve(spark: SparkSession, config: ServerConfig, announce=print) -> None:
     try:
         binary, http = service.ports
         record = registry.register(_record(spark, config, binary))
-        announce(f"sqlext serve: listening on {config.host}:{binary} (binary, auth {config.auth})"
-                 + (f", http://{config.host}:{http}/{config.http_path}" if http is not None else ""))
+        scheme = "https" if service.tls is not None else "http"
+        announce(f"sqlext serve: listening on {config.host}:{binary} (binary, auth {config.auth}"
+                 + (", TLS" if service.tls is not None else "") + ")"
+                 + (f", {scheme}://{config.host}:{http}/{config.http_path}" if http is not None else ""))
         for sig in (signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, lambda *_: service.stop())
         service.wait()
@@ -131,6 +134,21 @@ def _guard(spark: SparkSession, config: ServerConfig) -> StatementGuard | None:
         return None
     return StatementGuard.for_server(spark.conf.get("spark.sql.warehouse.dir"), config.data_roots,
                                      config.users_file)
+
+
+def _tls_context(config: ServerConfig):
+    """TLS for both transports when a certificate is configured (then plaintext clients are refused)."""
+    if not config.ssl_cert:
+        return None
+    import ssl
+
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(config.ssl_cert, config.ssl_key)
+    except (OSError, ssl.SSLError) as exc:
+        raise ValueError(f"cannot load the TLS certificate {config.ssl_cert} / key {config.ssl_key}: {exc}") from exc
+    return context
 
 
 def _authorizer(config: ServerConfig) -> Authorizer | None:

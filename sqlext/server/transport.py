@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import logging
 import socket
+import ssl
 import threading
 
 from thrift.protocol.TProtocol import TProtocolException
@@ -46,6 +47,30 @@ class MeteredSocket(TSocket):
             raise HoodieProtocolError(f"message of more than {self.limit} bytes exceeds the maximum message size "
                                       f"(hive.server2.thrift.max.message.size)")
         return data
+
+
+class _Replayed:
+    """A TLS socket whose first byte was read already (TLS sockets cannot peek): served again first."""
+
+    def __init__(self, sock, first: bytes):
+        self._sock, self._first = sock, first
+
+    def recv(self, size: int) -> bytes:
+        if self._first:
+            out, self._first = self._first, b""
+            return out
+        return self._sock.recv(size)
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+def tls_accept(context, conn: socket.socket, timeout_s: float = 30.0):
+    """`conn` after the server side of a TLS handshake (a plaintext or failing client raises ssl.SSLError)."""
+    conn.settimeout(timeout_s)
+    secure = context.wrap_socket(conn, server_side=True)
+    secure.settimeout(None)
+    return secure
 
 
 class BinaryServer:
@@ -104,10 +129,16 @@ class BinaryServer:
         config = self.service.config
         try:
             conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            first = conn.recv(1, socket.MSG_PEEK)
+            if self.service.tls is not None:
+                secure = tls_accept(self.service.tls, conn)
+                first = secure.recv(1)
+                wire = _Replayed(secure, first)
+            else:
+                first = conn.recv(1, socket.MSG_PEEK)
+                wire = conn
             if not first:
                 return
-            metered = MeteredSocket(conn, config.max_message_size)
+            metered = MeteredSocket(wire, config.max_message_size)
             if first[0] == SaslStatus.START:
                 sasl = TSaslServerTransport(metered, self.service.authenticator.authenticate, config.max_message_size)
                 connection.user = sasl.negotiate()
@@ -121,6 +152,9 @@ class BinaryServer:
             self._process(connection, transport, metered)
         except HoodieAuthenticationError as exc:
             log.info("connection %s from %s: %s", conn_id, peer, exc)
+        except ssl.SSLError as exc:
+            log.info("connection %s from %s refused: TLS handshake failed (a plaintext client?): %s", conn_id, peer,
+                     exc)
         except (HoodieProtocolError, TProtocolException, UnicodeDecodeError) as exc:
             log.warning("connection %s from %s closed: %s", conn_id, peer, exc)
         except (TTransportException, ConnectionError, OSError) as exc:
