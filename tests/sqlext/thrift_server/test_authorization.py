@@ -1,7 +1,7 @@
 """Grants of served tables (sqlext/server/authorization.py): what each statement needs, the policy file, and a
 matrix of users x privileges x statements through a real client (PyHive, in its own process) against a server
-with a policy: allowed or denied (SQLSTATE 42000 naming the privilege and the table) as the policy says, and
-nothing written on a denial."""
+with a policy: allowed or denied (SQLSTATE 42000 naming the privilege and the table) as the policy says, nothing
+written on a denial, and the catalog RPCs (impyla's get_tables) listing only the tables a user may SELECT."""
 from __future__ import annotations
 
 import json
@@ -90,6 +90,22 @@ def test_grant_and_revoke_edit_the_file_and_the_server_sees_it(tmp_path):
 _CLIENT = textwrap.dedent("""
     import json, sys
     from pyhive import hive
+    from thrift.protocol import TBinaryProtocol
+    from thrift.transport import TSocket, TTransport
+    from sqlext.server.third_party.tcliservice import TCLIService, ttypes as t
+
+    def listed_tables(port, user):
+        # the catalog RPC GetTables (what a BI tool's table list calls), over a NOSASL connection as `user`
+        transport = TTransport.TBufferedTransport(TSocket.TSocket("127.0.0.1", port))
+        transport.open()
+        client = TCLIService.Client(TBinaryProtocol.TBinaryProtocol(transport))
+        session = client.OpenSession(t.TOpenSessionReq(client_protocol=t.TProtocolVersion.HIVE_CLI_SERVICE_PROTOCOL_V10,
+                                                       username=user)).sessionHandle
+        op = client.GetTables(t.TGetTablesReq(session, schemaName="default", tableName="authz_%")).operationHandle
+        names = client.FetchResults(t.TFetchResultsReq(op, 0, 1000)).results.columns[2].stringVal.values
+        transport.close()
+        return sorted(names)
+
     args = json.loads(sys.argv[1])
     out = {}
     for user, statements in args["runs"].items():
@@ -102,6 +118,7 @@ _CLIENT = textwrap.dedent("""
                 status = getattr(getattr(exc, "args", [None])[0], "status", None)
                 out[f"{user}|{sql}"] = {"error": str(getattr(status, "errorMessage", exc)),
                                         "sqlstate": getattr(status, "sqlState", None)}
+        out[f"{user}|tables"] = listed_tables(args["port"], user)
     print(json.dumps(out))
 """)
 
@@ -178,6 +195,9 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
     assert got["alice|SHOW GRANTS"]["rows"] == [["SELECT", f"default.{o}", "GROUP", "analysts"],
                                                 ["MODIFY", f"default.{rw}", "USER", "alice"]]
     assert got["bob|SHOW GRANTS"] == {"rows": []}
+    # catalog listings show only what the user may SELECT
+    assert got["alice|tables"] == sorted([o, rw]) and got["bob|tables"] == []
+    assert got["root|tables"] == sorted([o, rw, s])
     assert "error" not in got[f"root|{root_update}"]
     # nothing written on a denial: the secret table holds root's update only, the open one is as it was
     assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {s}").collect()) == [(1, "secret"), (2, "root")]
