@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 import uuid
 
 import pytest
@@ -139,15 +140,16 @@ def policy_server(spark, tmp_path):
                       f"GRANT SELECT ON default.{names['open']} TO GROUP analysts\n"
                       f"GRANT MODIFY ON default.{names['rw']} TO USER alice\n"
                       f"GRANT ADMIN ON * TO USER root\n")
-    service = HiveService(spark, ServerConfig(port=0, http_port=None, policy_file=str(policy))).start()
-    yield service.binary.port, names
+    service = HiveService(spark, ServerConfig(port=0, http_port=None, policy_file=str(policy),
+                                              audit_log=str(tmp_path / "audit.log"))).start()
+    yield service.binary.port, names, tmp_path / "audit.log"
     service.stop()
     for key in ("open", "rw", "secret"):
         spark.sql(f"DROP TABLE IF EXISTS {names[key]}")
 
 
 def test_users_privileges_statements_through_pyhive(spark, policy_server):
-    port, n = policy_server
+    port, n, audit = policy_server
     o, rw, s = n["open"], n["rw"], n["secret"]
     statements = {
         "select open": f"SELECT count(*) FROM {o}",
@@ -205,3 +207,15 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
     assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {rw}").collect()) == \
         [(1, "merged"), (2, "merged"), (3, "new")]
     assert before[s] == [(1, "secret"), (2, "secret")]
+    # one audit line per statement: its user, and denied exactly where the matrix says
+    deadline = time.monotonic() + 20
+    expected_lines = sum(len(v) for v in runs.values()) + len(runs)  # + PyHive's USE per connection
+    while time.monotonic() < deadline and (not audit.exists() or len(audit.read_text().splitlines()) < expected_lines):
+        time.sleep(0.1)
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert len(lines) == expected_lines
+    outcomes = {(e["user"], e["statement"]): e["outcome"] for e in lines}
+    for user in ("alice", "bob"):
+        for key in order:
+            want = "ok" if key in allowed[user] else "denied"
+            assert outcomes[(user, " ".join(statements[key].split()))] == want, (user, key)
