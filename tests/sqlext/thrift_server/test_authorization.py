@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from sqlext.server.authorization import Policy, PolicyFile, required_privileges
-from thrift_server.support import client_env
+from thrift_server.support import client_env, run_beeline
 
 DB = "shop"
 
@@ -219,3 +219,9 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
         for key in order:
             want = "ok" if key in allowed[user] else "denied"
             assert outcomes[(user, " ".join(statements[key].split()))] == want, (user, key)
+    # beeline (Hive JDBC) as alice: the granted read answers, the ungranted one is refused with the same message
+    url = f"jdbc:hive2://127.0.0.1:{port}/default"
+    granted = run_beeline(url, f"SELECT count(*) AS n FROM {o};", user="alice")
+    assert granted.returncode == 0 and granted.stdout.split()[-1] == "2", granted.stdout + granted.stderr[-2000:]
+    refused = run_beeline(url, f"SELECT count(*) AS n FROM {s};", user="alice")
+    assert refused.returncode != 0 and f"user alice lacks the SELECT privilege on default.{s}" in refused.stderr
