@@ -42,6 +42,10 @@ DEFAULT_CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.ui.showConsoleProgress": "true",
     "spark.sql.parquet.enableVectorizedReader": "true",
+    # PySpark 4 records the Python call site of every DataFrame function around each call (10 of the 13 py4j
+    # round trips of an F.col): a third of a small write's ~1,000 calls. Errors then lack the Python line of the
+    # DataFrame call that failed (the SQL front end names statement positions itself).
+    "spark.python.sql.dataFrameDebugging.enabled": "false",
 }
 METASTORE_ENV = "HIVE_METASTORE_URIS"
 EMBEDDED = "embedded"
@@ -89,10 +93,20 @@ def session(master: str | None = None, warehouse: str | os.PathLike | None = Non
     for key, value in settings.items():
         builder = builder.config(key, value)
     spark = register(builder.getOrCreate())
+    _reread_dataframe_debugging()
     # code not handed a session (procedures, the catalog) reaches object stores as this session does
     set_default_storage_options(lambda: session_storage_options(spark))
     _attach(spark, uri, embedded, str(warehouse_dir))
     return spark
+
+
+def _reread_dataframe_debugging() -> None:
+    """PySpark reads `spark.python.sql.dataFrameDebugging.enabled` once per process, from whichever session was
+    active first: read it again from this one."""
+    import pyspark.errors.utils as errors_utils
+
+    if hasattr(errors_utils, "_enable_debugging_cache"):
+        errors_utils._enable_debugging_cache = None
 
 
 LOOPBACK = "127.0.0.1"
