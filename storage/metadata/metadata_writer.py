@@ -16,6 +16,30 @@ before it changes the table: it creates / initialises the MDT partitions it main
 expression indexes, bloom_filters: they would go stale) and registers the table with the hook. With the MDT
 disabled (or a table version 6 table) the MDT is removed, as Hudi does for such a writer
 (`storage.table.metadata_table.drop_metadata_table`).
+
+Savepoint and restore (Hudi 1.x's rules; sources: HoodieBackedTableMetadataWriter.update(HoodieRestoreMetadata),
+BaseHoodieWriteClient.restoreToSavepoint, BaseRestoreActionExecutor, CopyOnWrite/MergeOnReadRestoreActionExecutor,
+CleanPlanner, 1.0/1.1):
+- A savepoint writes nothing to the MDT and does not savepoint it (`update` ignores it). The MDT stays restorable
+  through archival only: the data table's stops at the savepoint and the MDT's never passes the data table's first
+  active commit (metadata_table_services). Its cleaner ignores data savepoints, as Hudi's does for an MDT.
+- The rollbacks of a data restore leave the MDT alone (Hudi runs them with skipTimelinePublish: no rollback
+  instant, no MDT write); while the restore is pending, readers do not use the MDT (table_metadata: it may still
+  list rolled-back files) and list storage.
+- When the data restore R to instant T completes (`restore`, its pre-complete hook): the MDT is restored to T -
+  an MDT restore instant (fresh time; HoodieRestorePlan / HoodieRestoreMetadata on the MDT timeline) rolls back
+  every MDT deltacommit and compaction after T, newest first, deleting the files each wrote (`_restore_to`) - then
+  synced with the data table's committed files listed from storage in one deltacommit (`_sync_records`: the files
+  the data table's cleans after T deleted, whose MDT deltacommits the MDT restore rolled back; `files` and
+  `column_stats` as Hudi, partition stats of changed partitions recomputed besides). Hudi writes that sync at a
+  fresh time, valid to its readers because the data timeline lacks it; here it is written at R, so it becomes
+  valid to both rules exactly when R completes.
+- When the MDT cannot be restored to T it is rebuilt from the restored data table (`rebuild`): Hudi's
+  restoreToSavepoint deletes it (the next writer initialises it) when T is at or before its oldest active
+  compaction or before its active timeline, and its update() fails when a `files` file group has no slice based
+  at or before T (here: any maintained partition; also when the MDT or a partition was initialised after T).
+- A restore killed anywhere (its crash points, or inside this step: a pending MDT restore is finished with its
+  plan, an earlier sync discarded) is finished by the next restore, write or service, which runs this step again.
 """
 from __future__ import annotations
 
@@ -29,7 +53,13 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 
 from storage.avro.container import read_avro_container, write_avro_container
-from storage.avro.models import HOODIE_COMPACTION_PLAN, HOODIE_ROLLBACK_METADATA, HOODIE_ROLLBACK_PLAN
+from storage.avro.models import (
+    HOODIE_COMPACTION_PLAN,
+    HOODIE_RESTORE_METADATA,
+    HOODIE_RESTORE_PLAN,
+    HOODIE_ROLLBACK_METADATA,
+    HOODIE_ROLLBACK_PLAN,
+)
 from storage.config import HoodieConfig
 from storage.config import MetadataConfigKeys as MK
 from storage.config import TableConfigKeys as TK
@@ -77,7 +107,7 @@ from storage.table.metadata_table import drop_metadata_table, metadata_table_pat
 from storage.table.partition_metadata import write_partition_metadata
 from storage.table.table_config import HoodieTableConfig
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
-from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.instant import Action, HoodieInstant, State
 from storage.timeline.rollback_records import RollbackRequest, rollback_metadata_record, rollback_plan_record
 
 log = logging.getLogger(__name__)
@@ -217,6 +247,11 @@ def _changes_files(completion: ActionCompletion) -> bool:
     if isinstance(completion.metadata, HoodieCommitMetadata):
         return bool(completion.metadata.write_stats())
     return completion.action != Action.SAVEPOINT
+
+
+def restore_pending(meta: HoodieTableMetaClient) -> bool:
+    """Is a restore of the data table under way (requested or inflight)?"""
+    return bool(meta.timeline.pending().of_actions([Action.RESTORE]))
 
 
 def discard_metadata_deltacommit(meta: HoodieTableMetaClient, instant_time: str) -> None:
@@ -393,15 +428,20 @@ class MetadataWriter:
         """The MDT change for `completion`, before it completes."""
         action, instant = completion.action, completion.instant_time
         if action == Action.ROLLBACK:
+            if restore_pending(self.data):
+                return  # a restore's rollbacks leave the MDT to the restore (Hudi: skipTimelinePublish)
             for target in (completion.metadata or {}).get("commitsRollback") or []:
                 self.rollback(target, instant)
+            return
+        if action == Action.RESTORE:
+            self.restore(instant)
             return
         if action == Action.CLEAN:
             records = self._clean_records(completion.metadata or {})
         elif action in _COMMIT_ACTIONS and isinstance(completion.metadata, HoodieCommitMetadata):
             records = self._commit_records(completion.metadata)
         else:
-            return  # savepoint, restore (its rollbacks updated the MDT one by one)
+            return  # savepoint: Hudi neither writes nor savepoints the MDT
         self.discard(instant)  # an earlier attempt whose data instant never completed
         self._table_services()
         self._deltacommit(instant, records)
@@ -581,6 +621,154 @@ class MetadataWriter:
                 return True
         return False
 
+    # -- restore -------------------------------------------------------------------------------------
+
+    def restore(self, restore_time: str) -> None:
+        """The MDT side of data restore `restore_time` (module doc, "Savepoint and restore"), before the data
+        restore completes: the MDT restored to the same instant T and synced with the restored data table in a
+        deltacommit at `restore_time`, or - when it cannot be restored to T - rebuilt from the restored data table."""
+        self.data.reload()
+        timeline = self.data.active_timeline
+        restore = self.data.timeline.find(restore_time)
+        plan = read_avro_container(timeline.read_bytes(timeline.requested_of(restore))) if restore else {}
+        target = plan.get("savepointToRestoreTimestamp")
+        self.discard(restore_time)  # the sync of an earlier attempt at this restore
+        reason = self._unrestorable(target)
+        if reason is not None:
+            self.rebuild(f"restore {restore_time} to {target}: {reason}")
+            return
+        self._restore_to(target)
+        self._deltacommit(restore_time, self._sync_records())
+        log.info("metadata table of %s: restored to %s and synced with the data table at %s", self.data.base_path,
+                 target, restore_time)
+
+    def _unrestorable(self, target: str | None) -> str | None:
+        """Why the MDT cannot be restored to data instant `target` (None: it can). Hudi's restoreToSavepoint
+        deletes the MDT when `target` is at or before its oldest compaction or before its active timeline;
+        update(HoodieRestoreMetadata) refuses when a `files` file group has no slice based at or before
+        `target` (checked here for every partition kept), and when the MDT never had `target` (initialised
+        later, or a partition initialised after it) there is nothing to restore to."""
+        if not target:
+            return "the restore plan names no instant to restore to"
+        timeline = self.mdt.reload().timeline
+        if timeline.is_before_timeline_starts(target):
+            return f"{target} is before the metadata table's active timeline"
+        oldest = timeline.completed().of_actions([Action.COMMIT]).first()
+        if oldest is not None and target <= oldest.timestamp:
+            return f"{target} is not after the metadata table's oldest compaction {oldest.timestamp}"
+        synced = timeline.completed().of_actions([Action.DELTA_COMMIT]).find(target)
+        if synced is None:
+            return f"the metadata table has no completed deltacommit {target}"
+        point = synced.completion_time or synced.timestamp
+        late = [i.timestamp for i in timeline.completed()
+                if i.timestamp.startswith(INIT_INSTANT_PREFIX) and (i.completion_time or i.timestamp) > point]
+        if late:
+            return f"partitions were initialised after {target} ({', '.join(late)})"
+        for partition in enabled_partitions(self.data):
+            oldest_file: dict[str, str] = {}
+            for info in self.storage.list_dir(f"{self.base_path}/{partition}"):
+                parsed = parse_base_file_name(info.name) or parse_log_file_name(info.name)
+                if parsed:
+                    known = oldest_file.get(parsed.file_id)
+                    oldest_file[parsed.file_id] = min(known, parsed.instant_time) if known else parsed.instant_time
+            # the cleaner deletes whole slices, oldest first: the oldest file left starts the oldest slice left
+            late = sorted(fg for fg, first in oldest_file.items() if first > target)
+            if late:
+                return f"no file slice of {partition}/{late[0]} starts at or before {target} (cleaned)"
+        return None
+
+    def rebuild(self, reason: str) -> None:
+        """Remove the MDT and initialise it again from the data table as it stands (Hudi deletes it and the
+        next writer with it enabled initialises it)."""
+        log.warning("metadata table of %s is rebuilt from the data table (%s)", self.data.base_path, reason)
+        self._list_partitions(())  # readers stop using it first
+        self.storage.delete_dir(self.base_path)
+        MetadataWriter(self.data, self.settings).ensure_partitions()
+
+    def _restore_to(self, target: str) -> None:
+        """Hudi's restoreToInstant on the MDT: every MDT write or compaction after `target` rolled back, newest
+        first, under an MDT restore instant (requested plan, inflight, completed HoodieRestoreMetadata); each
+        rollback deletes the files the instant wrote and its instant files (v8+ logs are per instant; no
+        rollback instant of its own, as in a data restore). A pending MDT restore (a killed attempt) is finished
+        with its plan first."""
+        timeline = self.mdt.active_timeline
+        pending = self.mdt.timeline.pending().of_actions([Action.RESTORE]).last()
+        if pending is None:
+            later = [i for i in self.mdt.timeline.of_actions(Action.COMMITS_TIMELINE) if i.timestamp > target]
+            if not later:
+                return
+            plan = {"instantsToRollback": [{"commitTime": i.timestamp, "action": i.action}
+                                           for i in sorted(later, key=HoodieInstant.sort_key, reverse=True)],
+                    "version": 2, "savepointToRestoreTimestamp": target}
+            pending = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
+                                                write_avro_container(HOODIE_RESTORE_PLAN, plan))
+        plan = read_avro_container(timeline.read_bytes(timeline.requested_of(pending)))
+        inflight = pending if pending.is_inflight else timeline.transition_to_inflight(pending)
+        started = time.time()
+        rolled: dict[str, list] = {}
+        for entry in plan.get("instantsToRollback") or []:
+            instant = HoodieInstant(State.COMPLETED, entry["action"], entry["commitTime"])
+            files = self._instant_files(instant.timestamp)
+            deleted = {p: [path for path in paths if self.storage.delete(path) or not self.storage.exists(path)]
+                       for p, paths in files.items()}
+            record = rollback_metadata_record(inflight.timestamp, 0, instant, deleted, {})
+            self._delete_instant(instant.timestamp)
+            rolled[instant.timestamp] = [record]
+        record = {"startRestoreTime": inflight.timestamp, "timeTakenInMillis": int((time.time() - started) * 1000),
+                  "instantsToRollback": [e["commitTime"] for e in plan.get("instantsToRollback") or []],
+                  "hoodieRestoreMetadata": rolled, "version": 1,
+                  "restoreInstantInfo": list(plan.get("instantsToRollback") or []), "extraMetadata": None}
+        timeline.transition_to_complete(inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
+        self.mdt.reload()
+        log.info("metadata table of %s: restored to %s (%d instants rolled back) at %s", self.data.base_path,
+                 target, len(rolled), inflight.timestamp)
+
+    def _sync_records(self) -> dict[str, list[MetadataRecord]]:
+        """Hudi's restore sync (fetchOutofSyncFilesRecordsFromMetadataTable): the restored MDT compared with the
+        data table's committed files listed from storage - files the data table's cleans after the restored
+        instant deleted, or any other difference: `files` additions and deletions, partitions gone; column
+        stats of added files and tombstones of deleted ones; and (beyond Hudi, which leaves partition_stats as
+        of the restored instant) the partition stats of every partition that changed."""
+        reader = HoodieTableMetadata(self.data, allow_pending_restore=True)
+        view = FileSystemView(self.data, use_metadata_table=False)
+        on_storage = {p: files for p, files in committed_files(view).items() if files}
+        known_partitions = set(reader.all_partition_paths())
+        recorded = reader.files_in_partitions(sorted(known_partitions | set(on_storage)))
+        added = {p: {n: s for n, s in files.items() if recorded[p].get(n) != s} for p, files in on_storage.items()}
+        added = {p: files for p, files in added.items() if files}
+        deleted = {p: sorted(set(files) - set(on_storage.get(p, {}))) for p, files in recorded.items()}
+        deleted = {p: names for p, names in deleted.items() if names}
+        gone = sorted(known_partitions - set(view.partitions()))
+        out: dict[str, list[MetadataRecord]] = {FILES: []}
+        if set(on_storage) - known_partitions or gone:
+            entries = {mdt_partition_name(p): FileInfo(0) for p in sorted(set(on_storage) - known_partitions)}
+            entries.update((mdt_partition_name(p), FileInfo(0, True)) for p in gone)
+            out[FILES].append(MetadataRecord(ALL_PARTITIONS_KEY, MetadataRecordType.PARTITION_LIST,
+                                             FileListing(entries)))
+        for partition in sorted(set(added) | set(deleted)):
+            entries = {n: FileInfo(s) for n, s in added.get(partition, {}).items()}
+            entries.update((n, FileInfo(0, True)) for n in deleted.get(partition, []))
+            out[FILES].append(MetadataRecord(mdt_partition_name(partition), MetadataRecordType.FILE_LIST,
+                                             FileListing(entries)))
+        if COLUMN_STATS not in self.settings.partitions or not (added or deleted):
+            return out
+        changed = sorted(set(added) | set(deleted))
+        known = _stats_by_file(reader, changed)
+        fresh = self._stats_of(added)
+        out[COLUMN_STATS] = [_column_stats_record(p, tombstone(s)) for p, names in deleted.items()
+                             for n in names for s in known.get(p, {}).get(n, [])]
+        out[COLUMN_STATS] += [_column_stats_record(p, s) for p, lst in fresh.items() for s in lst]
+        if PARTITION_STATS in self.settings.partitions:
+            out[PARTITION_STATS] = []
+            for partition in changed:
+                by_file = {**known.get(partition, {}), **_group_by_file(fresh.get(partition, []))}
+                names = _slice_file_names(view, partition)
+                parts = [s for name in sorted(names)
+                         for s in (by_file[name] if name in by_file else self._file_stats(partition, name))]
+                if parts:
+                    out[PARTITION_STATS] += _partition_stats_records(partition, parts)
+        return out
+
     # -- compaction ----------------------------------------------------------------------------------
 
     def _maybe_compact(self) -> None:
@@ -703,7 +891,7 @@ def _for_base_file(record: MetadataRecord) -> MetadataRecord | None:
 
 __all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema", "committed_files",
            "discard_metadata_deltacommit", "on_pre_complete",
-           "prepare_metadata_table", "record_schema"]
+           "prepare_metadata_table", "record_schema", "restore_pending"]
 
 
 # Installed when the module loads (every process that writes or runs a service imports it): tables nobody here

@@ -261,10 +261,13 @@ class HoodieTableMetadata:
     """The metadata table of the data table `meta_client` at `as_of` (None: the latest).
 
     Raises `HoodieMetadataNotAvailableError` when the data table has no usable metadata table (no `files` partition
-    enabled, or no `.hoodie/metadata`): callers list storage instead.
+    enabled, or no `.hoodie/metadata`): callers list storage instead. So does a data table with a restore under way
+    (unless `allow_pending_restore`: the restore's own MDT step): its rollbacks leave the MDT to the restore's
+    completion (metadata_writer, "Savepoint and restore"), so until then it may still list rolled-back files.
     """
 
-    def __init__(self, meta_client: HoodieTableMetaClient, as_of: str | None = None):
+    def __init__(self, meta_client: HoodieTableMetaClient, as_of: str | None = None,
+                 allow_pending_restore: bool = False):
         self.data_meta = meta_client
         self.as_of = as_of
         self.enabled_partitions = enabled_partitions(meta_client)
@@ -272,6 +275,11 @@ class HoodieTableMetadata:
             raise HoodieMetadataNotAvailableError(
                 f"{meta_client.base_path}: the metadata table's files partition is not enabled "
                 f"({TK.METADATA_PARTITIONS.key}={','.join(self.enabled_partitions) or '(empty)'})")
+        restoring = meta_client.timeline.pending().of_actions([Action.RESTORE]).last()
+        if restoring is not None and not allow_pending_restore:
+            raise HoodieMetadataNotAvailableError(
+                f"{meta_client.base_path}: restore {restoring.timestamp} is under way; the metadata table is brought "
+                "in step when it completes")
         self.base_path = metadata_table_path(meta_client)
         if not HoodieTableMetaClient.exists(self.base_path, meta_client.storage):
             raise HoodieMetadataNotAvailableError(f"{meta_client.base_path}: no metadata table at {self.base_path}")

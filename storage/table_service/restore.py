@@ -7,6 +7,15 @@ appends through rollback blocks, compactions with their plan) -> `<t>.restore` (
 each rollback's metadata). This module plans restores; executing a plan lives beside rollback
 (`storage.write.rollback.finish_pending_restores`), as a restore that dies half-way is finished from its saved
 plan by the next restore, write or table service, before anything else touches the table.
+
+The metadata table (a writer `config` with `hoodie.metadata.enable=true`; without it the restore removes it, as
+every writer with it off does) follows Hudi 1.x (storage.metadata.metadata_writer, "Savepoint and restore"): the
+restore's rollbacks leave it alone (Hudi runs them with skipTimelinePublish) and readers list storage while the
+restore is pending; when it completes, the MDT is restored to the same instant and synced with the data files left
+(BaseRestoreActionExecutor.writeToMetadata -> HoodieBackedTableMetadataWriter.update(HoodieRestoreMetadata)), or
+rebuilt from them when it cannot be restored there (Hudi's restoreToSavepoint deletes it in those cases). The plan
+always names the instant restored to (`savepointToRestoreTimestamp`, as Hudi's RestorePlanActionExecutor writes it;
+the MDT step reads it).
 """
 from __future__ import annotations
 
@@ -15,7 +24,9 @@ import logging
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_RESTORE_PLAN
 from storage.config import ArchivalConfigKeys as AK
+from storage.config import HoodieConfig
 from storage.exception import HoodieRestoreError
+from storage.metadata.metadata_writer import prepare_metadata_table
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
@@ -28,19 +39,20 @@ log = logging.getLogger(__name__)
 RESTORE_PLAN_VERSION = 2
 
 
-def restore_to_savepoint(table: HoodieTableMetaClient | str, savepoint_time: str, spark=None) -> HoodieInstant:
-    meta = service_meta_client(table, "restore", spark)
+def restore_to_savepoint(table: HoodieTableMetaClient | str, savepoint_time: str, spark=None,
+                         config: HoodieConfig = HoodieConfig()) -> HoodieInstant:
+    meta = service_meta_client(table, "restore", spark, config)
     savepoints = [i.timestamp for i in meta.timeline.completed().of_actions([Action.SAVEPOINT])]
     if savepoint_time not in savepoints:
         raise HoodieRestoreError(f"no savepoint at {savepoint_time} in {meta.base_path} (savepoints: "
                                  f"{', '.join(savepoints) or 'none'})")
-    return restore_to_instant(meta, savepoint_time, savepoint=True)
+    return restore_to_instant(meta, savepoint_time, savepoint=True, config=config)
 
 
 def restore_to_instant(table: HoodieTableMetaClient | str, instant_time: str, savepoint: bool = False,
-                       spark=None) -> HoodieInstant:
+                       spark=None, config: HoodieConfig = HoodieConfig()) -> HoodieInstant:
     """Roll back every instant after the completed commit `instant_time`; the completed restore instant."""
-    meta = service_meta_client(table, "restore", spark)
+    meta = service_meta_client(table, "restore", spark, config)
     finish_pending_restores(meta)
     completed = meta.timeline.completed().write_timeline()
     if not completed.contains_timestamp(instant_time):
@@ -51,12 +63,15 @@ def restore_to_instant(table: HoodieTableMetaClient | str, instant_time: str, sa
     plan = {"instantsToRollback": [{"commitTime": i.timestamp, "action": i.action}
                                    for i in sorted(later, key=HoodieInstant.sort_key, reverse=True)],
             "version": RESTORE_PLAN_VERSION,
-            "savepointToRestoreTimestamp": instant_time if savepoint else None}
+            "savepointToRestoreTimestamp": instant_time}
     timeline = meta.active_timeline
     requested = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
                                           write_avro_container(HOODIE_RESTORE_PLAN, plan))
     crash_point("restore.after_plan")
-    return execute_restore(meta, requested)
+    done = execute_restore(meta, requested)
+    # an MDT the restore could not keep (removed half-way through a rebuild) is initialised again now
+    prepare_metadata_table(meta, config, "restore")
+    return done
 
 
 def _check_restorable(meta: HoodieTableMetaClient, instant_time: str, savepoint: bool) -> None:

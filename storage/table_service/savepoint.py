@@ -5,6 +5,15 @@ A savepoint of commit `t` is `<t>.savepoint.inflight` (empty) then `<t>.savepoin
 HoodieSavepointMetadata naming, per partition, the files of the latest file slices as of `t`). The cleaner never
 deletes those files; archival stops at the first savepoint (or skips savepointed commits with
 `hoodie.archive.beyond.savepoint`). `restore_to_savepoint` (storage.table_service.restore) brings the table back.
+
+The metadata table (Hudi 1.x): a savepoint writes nothing to it and does not savepoint it (SavepointActionExecutor
+touches the data timeline only). What keeps it restorable is the data table's archival, which stops at the first
+savepoint, and the MDT's archival, which never passes the data table's first active commit
+(storage.metadata.metadata_table_services, TimelineUtils.getEarliestInstantForMetadataArchival): the MDT
+deltacommits after the savepoint stay on its active timeline. Its cleaner ignores data savepoints (Hudi's
+CleanPlanner keeps no savepointed files for a metadata table), so a restore to a savepoint older than the MDT
+slices its cleaner kept rebuilds the MDT instead (storage.metadata.metadata_writer, "Savepoint and
+restore").
 """
 from __future__ import annotations
 
@@ -14,6 +23,7 @@ import time
 
 from storage.avro.container import write_avro_container
 from storage.avro.models import HOODIE_SAVEPOINT_METADATA
+from storage.config import HoodieConfig
 from storage.exception import HoodieSavepointError
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -31,9 +41,10 @@ def savepoint_instants(meta: HoodieTableMetaClient) -> list[HoodieInstant]:
 
 
 def create_savepoint(table: HoodieTableMetaClient | str, commit_time: str, user: str | None = None,
-                     comments: str = "", spark=None) -> HoodieInstant:
-    """Savepoint the completed commit `commit_time`; the completed savepoint instant."""
-    meta = service_meta_client(table, "savepoint", spark)
+                     comments: str = "", spark=None, config: HoodieConfig = HoodieConfig()) -> HoodieInstant:
+    """Savepoint the completed commit `commit_time`; the completed savepoint instant. `config`: the writer's
+    options (with `hoodie.metadata.enable=true` the metadata table stays, else it is removed first)."""
+    meta = service_meta_client(table, "savepoint", spark, config)
     commit = next((i for i in meta.timeline.completed().write_timeline() if i.timestamp == commit_time), None)
     if commit is None:
         raise HoodieSavepointError(f"cannot savepoint {commit_time} of {meta.base_path}: no completed commit has "
@@ -45,7 +56,9 @@ def create_savepoint(table: HoodieTableMetaClient | str, commit_time: str, user:
     if retained_from and commit_time < retained_from:
         raise HoodieSavepointError(f"cannot savepoint {commit_time} of {meta.base_path}: it is older than the "
                                    f"earliest commit the cleaner retains ({retained_from}), its files may be gone")
-    record = _savepoint_record(meta, commit_time, user, comments)
+    # the files as of the commit: on the axis time travel uses (its completion time in table version 8+, where
+    # its request time would leave out the commit's own files)
+    record = _savepoint_record(meta, commit.completion_time or commit_time, user, comments)
     timeline = meta.active_timeline
     inflight = HoodieInstant(State.INFLIGHT, Action.SAVEPOINT, commit_time)
     if not meta.timeline.pending().of_actions([Action.SAVEPOINT]).contains_timestamp(commit_time):
@@ -60,8 +73,8 @@ def create_savepoint(table: HoodieTableMetaClient | str, commit_time: str, user:
     return done
 
 
-def _savepoint_record(meta: HoodieTableMetaClient, commit_time: str, user: str | None, comments: str) -> dict:
-    view = FileSystemView(meta, as_of=commit_time)
+def _savepoint_record(meta: HoodieTableMetaClient, as_of: str, user: str | None, comments: str) -> dict:
+    view = FileSystemView(meta, as_of=as_of)
     files: dict[str, list[str]] = {}
     for fs in view.latest_merged_file_slices():
         names = ([fs.base_file.name] if fs.base_file else []) + [lf.name for lf in fs.sorted_log_files()]
