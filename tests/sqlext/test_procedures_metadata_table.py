@@ -68,3 +68,24 @@ def test_a_table_without_a_metadata_table_is_a_clear_error(hudi_sql, fixtures_ca
     base = copy_fixture("sample_cow_v9_txns_nonpart_nometa", fixtures_cache, tmp_path)
     with pytest.raises(Exception, match="metadata table not enabled/initialized"):
         hudi_sql.sql(f"CALL show_metadata_table_partitions(table => 'hudi.`{base}`')").collect()
+
+
+def test_savepoint_and_restore_by_sql_keep_the_metadata_table_in_step(hudi_sql, table):
+    """CALL create_savepoint / rollback_to_savepoint run with the session's `SET hoodie.*`: with the metadata table
+    on, the restore brings it in step (validation finds nothing) instead of removing it."""
+    base, _ = table
+    name = f"hudi.`{base}`"
+    meta = HoodieTableMetaClient.load(str(base))
+    last = meta.timeline.completed().write_timeline().last().timestamp
+    before = sorted(_call(hudi_sql, f"SELECT txn_id FROM {name}"))
+    hudi_sql.sql("SET hoodie.metadata.enable=true")
+    try:
+        assert _call(hudi_sql, f"CALL create_savepoint(table => '{name}', commit_time => '{last}')") == [(True,)]
+        hudi_sql.sql(f"DELETE FROM {name} WHERE txn_id = '{before[0][0]}'")
+        assert len(_call(hudi_sql, f"SELECT txn_id FROM {name}")) == len(before) - 1
+        assert _call(hudi_sql, f"CALL rollback_to_savepoint(table => '{name}', instant_time => '{last}')") == [(True,)]
+        assert (base / ".hoodie" / "metadata" / ".hoodie" / "hoodie.properties").exists()
+        assert _call(hudi_sql, f"CALL validate_metadata_table_files(table => '{name}')") == []
+        assert sorted(_call(hudi_sql, f"SELECT txn_id FROM {name}")) == before
+    finally:
+        hudi_sql.sql("RESET hoodie.metadata.enable")
