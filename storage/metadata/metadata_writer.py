@@ -1,7 +1,7 @@
 """Keeping a data table's metadata table in step (Hudi's HoodieBackedTableMetadataWriter), table versions 8 and 9:
 its creation and initialisation (bootstrap) on an existing table, one MDT deltacommit per data action, MDT
 rollbacks, and the MDT's table services before each deltacommit: clean, compaction, archival (clean and archival
-in storage.metadata.metadata_table_services).
+in storage.table_service.metadata_table_services).
 
 Protocol (notes §4.1): every data action T completes through `storage.table.action_completion.complete_action`;
 this module's pre-complete hook (`on_pre_complete`) runs there, under the table lock, before T completes, and
@@ -51,6 +51,7 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from importlib import resources
+from typing import Protocol
 
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import (
@@ -82,7 +83,6 @@ from storage.metadata.keys import (
     mdt_partition_name,
     partition_stats_key,
 )
-from storage.metadata.metadata_table_services import MetadataServiceSettings, MetadataTableServices
 from storage.metadata.records import (
     ColumnStats,
     FileInfo,
@@ -106,6 +106,7 @@ from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.metadata_table import drop_metadata_table, metadata_table_path
 from storage.table.partition_metadata import write_partition_metadata
 from storage.table.table_config import HoodieTableConfig
+from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
 from storage.timeline.instant import Action, HoodieInstant, State
 from storage.timeline.rollback_records import RollbackRequest, rollback_metadata_record, rollback_plan_record
@@ -173,7 +174,7 @@ class MetadataWriteSettings:
     column_stats: ColumnStatsSettings = field(default_factory=ColumnStatsSettings)
     file_group_counts: tuple[tuple[str, int], ...] = ((FILES, 1), (COLUMN_STATS, 2), (PARTITION_STATS, 1))
     max_delta_commits: int = MK.COMPACT_MAX_DELTA_COMMITS.default
-    services: MetadataServiceSettings = field(default_factory=MetadataServiceSettings)  # its clean and archival
+    writer_config: HoodieConfig = field(default_factory=HoodieConfig)  # what the MDT's clean and archival derive from
 
     @classmethod
     def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9) -> "MetadataWriteSettings":
@@ -188,7 +189,7 @@ class MetadataWriteSettings:
                                        primitive_only=table_version == 8),
                    ((FILES, 1), (COLUMN_STATS, config.get(MK.COLUMN_STATS_FILE_GROUP_COUNT)),
                     (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT))),
-                   config.get(MK.COMPACT_MAX_DELTA_COMMITS), MetadataServiceSettings.of(config))
+                   config.get(MK.COMPACT_MAX_DELTA_COMMITS), config)
 
     def file_group_count(self, partition: str) -> int:
         return dict(self.file_group_counts)[partition]
@@ -216,6 +217,25 @@ def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, ac
         _REGISTERED[meta.base_path] = settings
     MetadataWriter(meta, settings).ensure_partitions()
     return True
+
+
+class MetadataTableServiceRunner(Protocol):
+    """The MDT's clean and archival, given the data table, the MDT and the data writer's options."""
+
+    def clean(self, data: HoodieTableMetaClient, mdt: HoodieTableMetaClient, config: HoodieConfig) -> None: ...
+
+    def archive(self, data: HoodieTableMetaClient, mdt: HoodieTableMetaClient, config: HoodieConfig) -> None: ...
+
+
+# They drive the data table's clean and archival code, a layer above this module, which registers them here when
+# storage.table_service is imported (the write client and every table service import it); until then the MDT
+# only compacts.
+_TABLE_SERVICES: MetadataTableServiceRunner | None = None
+
+
+def register_table_services(runner: MetadataTableServiceRunner) -> None:
+    global _TABLE_SERVICES
+    _TABLE_SERVICES = runner
 
 
 def _install_hook() -> None:
@@ -448,11 +468,14 @@ class MetadataWriter:
 
     def _table_services(self) -> None:
         """The MDT's own table services before its next deltacommit, in Hudi's order (performTableServices):
-        clean, compaction, archival (storage.metadata.metadata_table_services)."""
-        services = MetadataTableServices(self.data, self.mdt, self.settings.services)
-        services.clean_if_necessary()
+        clean, compaction, archival (clean and archival as registered by
+        storage.table_service.metadata_table_services)."""
+        services = _TABLE_SERVICES
+        if services is not None:
+            services.clean(self.data, self.mdt, self.settings.writer_config)
         self._maybe_compact()
-        services.archive()
+        if services is not None:
+            services.archive(self.data, self.mdt, self.settings.writer_config)
 
     def _commit_records(self, md: HoodieCommitMetadata) -> dict[str, list[MetadataRecord]]:
         """files (+ the partition list), and the column and partition stats of the new files (notes §4.2)."""
@@ -531,7 +554,9 @@ class MetadataWriter:
                 if group_records:
                     written.append(self._write_log_file(partition, fg, instant, group_records, len(written)))
         metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
+        crash_point("metadata.before_commit")
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
+        crash_point("metadata.after_commit")
         log.debug("metadata table of %s: deltacommit %s wrote %d log files", self.data.base_path, instant,
                   len(written))
 

@@ -43,6 +43,10 @@ CRASH_POINTS: dict[str, str] = {
     "archive.between_deletes": "archived instants' requested / inflight files are deleted, their completed ones not",
     "archive.merge_after_plan": "a merge of small archive files has its plan saved, no merged file yet",
     "archive.merge_after_write": "the merged archive file is written, the small files it replaces not deleted",
+    # the metadata table's deltacommit of a data action, before the data instant completes:
+    # storage/metadata/metadata_writer.py
+    "metadata.before_commit": "an MDT deltacommit's log files exist, its instant is inflight, the data instant too",
+    "metadata.after_commit": "the MDT deltacommit is complete, the data instant it belongs to is not",
     "savepoint.after_inflight": "<t>.savepoint.inflight exists, the completed savepoint does not",
     "restore.after_plan": "a restore's plan is saved as <t>.restore.requested, nothing rolled back",
     "restore.between_rollbacks": "a restore rolled back its newest instant, the older ones not yet",

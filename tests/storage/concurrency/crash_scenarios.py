@@ -14,10 +14,16 @@ SCHEMA = "id int, name string, ts long, dt string"
 COLS = ["id", "name", "ts", "dt"]
 
 
-def opts(name: str, mor: bool) -> dict[str, str]:
+def opts(name: str, mor: bool, extra: tuple[tuple[str, str], ...] = ()) -> dict[str, str]:
     return {"hoodie.table.name": name, "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
-            "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE"}
+            "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE", **dict(extra)}
+
+
+# a version 9 table whose writers keep its metadata table (files, column_stats, partition_stats)
+WITH_METADATA_TABLE = (("hoodie.write.table.version", "9"), ("hoodie.metadata.enable", "true"),
+                       ("hoodie.metadata.index.column.stats.enable", "true"),
+                       ("hoodie.metadata.index.partition.stats.enable", "true"))
 
 
 SEED = [(i, f"v{i}", 1, "p1" if i % 2 else "p2") for i in range(6)]
@@ -60,6 +66,11 @@ class Scenario:
     rerun: str = ""
     recovered: Callable[[dict], dict] = field(default=lambda s: s)
     needs_spark: bool = True  # the services run without Spark in the child (deletes in a local pool): faster
+    options: tuple[tuple[str, str], ...] = ()  # writer options beside opts()'s (WITH_METADATA_TABLE)
+
+    @property
+    def keeps_metadata_table(self) -> bool:
+        return dict(self.options).get("hoodie.metadata.enable") == "true"
 
     def state_after_crash(self, point: str, state: dict) -> dict:
         if self.crashed is not None:
@@ -171,6 +182,11 @@ SCENARIOS: dict[str, dict[str, list[Scenario]]] = {
                        failed_write_first=True)],
     },
     **{phase: {"*": [scenario]} for phase, scenario in _SERVICE_SCENARIOS.items()},
+    # killed in the metadata table's deltacommit of an upsert (before or after it completes): the data instant never
+    # completed, so the table reads its seed and the MDT lists exactly the seed's files; the next write rolls back
+    "metadata": {"*": [Scenario("upsert_mdt_cow", False, ((SEED, "upsert"),), _write_child(UPDATE, "upsert"),
+                                lambda s: apply(s, UPDATE, "upsert"), crashed=lambda point, s: s,
+                                options=WITH_METADATA_TABLE)]},
     "upgrade": {"*": [Scenario("upgrade_mor", True, ((SEED, "upsert"), (UPDATE, "upsert")), _UPGRADE,
                                rerun=_UPGRADE, needs_spark=False)]},
     "downgrade": {"*": [Scenario("downgrade_mor", True, ((SEED, "upsert"), (UPDATE, "upsert")), _UP_THEN_DOWN,

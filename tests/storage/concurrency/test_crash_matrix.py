@@ -19,6 +19,9 @@ from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 from quick_jvm import quick_jvm_env
 
 import storage.write.write_operation as write_operation
+from storage.metadata.metadata_writer import committed_files
+from storage.metadata.table_metadata import HoodieTableMetadata
+from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.compaction import run_compaction
 from storage.testing.crash_points import CRASH_EXIT_CODE, CRASH_POINTS, crash_env, points_by_phase
@@ -36,6 +39,7 @@ CI_SPARK_CASES = frozenset({
     "compaction.after_commit-compaction_mor",
     "clustering.after_schedule-clustering_mor", "clustering.before_commit-clustering_mor",
     "rollback.after_requested-rollback_mor", "rollback.after_files_deleted-rollback_mor",
+    "metadata.before_commit-upsert_mdt_cow", "metadata.after_commit-upsert_mdt_cow",
 })
 FULL_MATRIX = os.environ.get("CRASH_MATRIX", "").lower() == "full"
 
@@ -157,7 +161,7 @@ def seeded_copy(spark, tmp_path_factory):
         if key not in made:
             source, state = str(root / f"seed-{len(made)}" / "t"), {}
             for batch, operation in scenario.seed_ops:
-                _write(spark, source, batch, operation, opts("t", scenario.mor))
+                _write(spark, source, batch, operation, opts("t", scenario.mor, scenario.options))
                 state = apply(state, batch, operation)
             made[key] = (source, state)
         source, state = made[key]
@@ -192,6 +196,13 @@ def _assert_reads(spark, path: str, state: dict, when: str) -> None:
     assert arrow_rows(hudi_rs_read(path), COLS) == want, f"hudi-rs, {when}"
 
 
+def _assert_metadata_table_in_step(path: str, when: str) -> None:
+    """The metadata table lists exactly the committed files (what validate_metadata_table_files checks)."""
+    meta = HoodieTableMetaClient.load(path)
+    listed = {p: f for p, f in committed_files(FileSystemView(meta, use_metadata_table=False)).items() if f}
+    assert HoodieTableMetadata(meta).files_in_partitions(sorted(listed)) == listed, f"metadata table, {when}"
+
+
 def _assert_settled(path: str) -> None:
     meta = HoodieTableMetaClient.load(path)
     assert list(meta.timeline.pending()) == [], "nothing may stay pending"
@@ -218,7 +229,7 @@ def test_crash_point(spark, spark_children, seeded_copy, tmp_path, monkeypatch, 
     if scenario is None:
         pytest.fail(missing)
     path = str(tmp_path / "t")
-    options = opts("t", scenario.mor)
+    options = opts("t", scenario.mor, scenario.options)
     state = seeded_copy(scenario, path)
     if scenario.failed_write_first:
         _leave_failed_write(spark, path, options, monkeypatch)
@@ -226,6 +237,8 @@ def test_crash_point(spark, spark_children, seeded_copy, tmp_path, monkeypatch, 
     _run_child(point, scenario, path, options, tmp_path, spark_children)
     state = scenario.state_after_crash(point, state)
     _assert_reads(spark, path, state, f"after a crash at {point}")
+    if scenario.keeps_metadata_table:
+        _assert_metadata_table_in_step(path, f"after a crash at {point}")
 
     if scenario.recover == "compaction":
         run_compaction(spark, path)
@@ -235,4 +248,6 @@ def test_crash_point(spark, spark_children, seeded_copy, tmp_path, monkeypatch, 
     _write(spark, path, RECOVERY, "upsert", options)
     state = apply(state, RECOVERY, "upsert")
     _assert_reads(spark, path, state, f"after recovering from {point}")
+    if scenario.keeps_metadata_table:
+        _assert_metadata_table_in_step(path, f"after recovering from {point}")
     _assert_settled(path)

@@ -16,7 +16,7 @@ import pytest
 
 from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig
-from storage.metadata import metadata_table_services as services
+from storage.table_service import metadata_table_services as services
 from storage.metadata.metadata_writer import MetadataWriter
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.fs_view import FileSystemView

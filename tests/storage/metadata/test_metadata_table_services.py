@@ -14,8 +14,8 @@ import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
 from storage.avro.container import read_avro_container
 from storage.config import HoodieConfig
-from storage.metadata import metadata_table_services as services
-from storage.metadata.metadata_table_services import MetadataServiceSettings, earliest_instant_for_metadata_archival
+from storage.table_service import metadata_table_services as services
+from storage.table_service.metadata_table_services import MetadataServiceSettings, earliest_instant_for_metadata_archival
 from storage.metadata.metadata_writer import committed_files
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.fs_view import FileSystemView

@@ -4,6 +4,8 @@ bounded number of file slices and active instants.
 
 `storage.metadata.metadata_writer.MetadataWriter.update` runs them under the data table's lock, before the MDT
 deltacommit of each data action, in Hudi's order: clean, compaction (the writer's own `_maybe_compact`), archival.
+The writer sits below the table services, so this module registers them with it (`register_table_services`) when
+storage.table_service is imported.
 Both drive the data table's services on the MDT's meta client (no copy of them): the clean planner and executor
 of storage/table_service/clean*.py (HoodieCleanerPlan in `<t>.clean.requested`, HoodieCleanMetadata in the
 completed `<t>.clean`, on the MDT's timeline) and the archiver of storage/table_service/archival.py (the MDT's
@@ -49,6 +51,7 @@ from dataclasses import dataclass
 from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
+from storage.metadata.metadata_writer import register_table_services
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant
 from storage.timeline.timeline import COMMITS_TIMELINE_ACTIONS
@@ -187,6 +190,20 @@ def first_uncompacted_instant(mdt: HoodieTableMetaClient) -> str | None:
              if (i.completion_time or i.timestamp) > last.timestamp and i.timestamp != last.timestamp]
     return min(later) if later else None
 
+
+class _Runner:
+    """What the MDT writer calls (storage.metadata.metadata_writer.MetadataTableServiceRunner)."""
+
+    @staticmethod
+    def clean(data: HoodieTableMetaClient, mdt: HoodieTableMetaClient, config: HoodieConfig) -> None:
+        MetadataTableServices(data, mdt, MetadataServiceSettings.of(config)).clean_if_necessary()
+
+    @staticmethod
+    def archive(data: HoodieTableMetaClient, mdt: HoodieTableMetaClient, config: HoodieConfig) -> None:
+        MetadataTableServices(data, mdt, MetadataServiceSettings.of(config)).archive()
+
+
+register_table_services(_Runner())
 
 __all__ = ["DEFAULT_METADATA_CLEANER_COMMITS_RETAINED", "MetadataServiceSettings", "MetadataTableServices",
            "earliest_instant_for_metadata_archival", "first_uncompacted_instant"]
