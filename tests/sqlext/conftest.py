@@ -1,12 +1,29 @@
 """Fixtures for the SQL front end: the session-wide Spark with `spark.sql` routed through
 `sqlext.sql.install`, a fresh warehouse per test, and a seed Hudi table written once per module and
-copied (a directory copy, no Spark write) for every test that changes data."""
+copied (a directory copy, no Spark write) for every test that changes data.
+
+Also the session's `sqlext serve` on the test session's metastore (`hive_server`, with Spark's own Thrift server
+`spark_thrift_server` starting beside it): the thrift_server/ tests and test_newcomer_server share that one
+server process (see thrift_server/conftest.py for the other servers)."""
 from __future__ import annotations
 
+import re
 import shutil
+import subprocess
+import sys
+import threading
 import uuid
 
 import pytest
+from quick_jvm import quick_jvm_env
+
+from thrift_server.support import (
+    MAX_MESSAGE_SIZE,
+    ServerProcess,
+    client_env,
+    read_lines,
+    start_spark_thrift_server,
+)
 
 SEED_DDL = ("CREATE TABLE {name} (id INT, name STRING, price DOUBLE, ts BIGINT, dt STRING) USING hudi "
             "PARTITIONED BY (dt) TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts')")
@@ -70,3 +87,54 @@ def hms_db(spark):
     db = f"t_{uuid.uuid4().hex[:8]}"
     spark.sql(f"CREATE DATABASE {db}")
     return catalog, db
+
+
+@pytest.fixture(scope="session")
+def metastore_uri(spark) -> str:
+    catalog = getattr(spark, "_sqlext_catalog", None)
+    if catalog is None or not catalog.uri:
+        pytest.skip("the test session has no metastore")
+    return catalog.uri
+
+
+@pytest.fixture(scope="session")
+def hive_server(metastore_uri, tmp_path_factory):
+    """`sqlext serve` as its own process (auth none: NOSASL and SASL PLAIN with any password, HTTP on /cliservice, a
+    1 MiB maximum message size) on the test session's metastore; Spark's own Thrift server starts with it."""
+    root = tmp_path_factory.mktemp("serve")
+    sts = start_spark_thrift_server(metastore_uri, root)
+    cmd = [sys.executable, "-m", "sqlext.cli", "-v", "serve", "--port", "0", "--http-port", "0", "--auth", "none",
+           "--max-message-size", str(MAX_MESSAGE_SIZE), "--metastore", metastore_uri,
+           "--warehouse", str(root / "warehouse"), "--master", "local[2]",
+           "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.shuffle.partitions=2",
+           "--conf", "spark.driver.memory=1g"]
+    log = open(root / "server.log", "w")
+    # its JVM on JIT tier 1 only (quick_jvm): what it runs for the tests is its start-up and short statements
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=quick_jvm_env(client_env()),
+                            cwd=root)
+    lines: list[str] = []
+    ready = threading.Event()
+    threading.Thread(target=read_lines, args=(proc, lines, ready), daemon=True).start()
+    ready.wait(240)
+    found = next((re.search(r":(\d+) \(binary.*http://[^:]+:(\d+)/", line) for line in lines if "listening" in line),
+                 None)
+    if found is None:
+        proc.kill()
+        log.close()
+        pytest.fail(f"sqlext serve did not start: {lines}\n{(root / 'server.log').read_text()[-5000:]}")
+    server = ServerProcess(int(found.group(1)), int(found.group(2)), proc, lines)
+    server.sts = sts
+    server.log_path = root / "server.log"
+    yield server
+    proc.terminate()
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+    log.close()
+    sts.stop()
+
+
+@pytest.fixture(scope="session")
+def spark_thrift_server(hive_server) -> int:
+    return hive_server.sts.wait_ready()

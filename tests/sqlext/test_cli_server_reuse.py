@@ -268,7 +268,9 @@ def servers(tmp_path_factory):
     UsersFile(str(users)).add(USER, PASSWORD)
     (root / "local.sql").write_text(SCRIPT.format(t="t_loc"))
     metastore = EmbeddedMetastore(root / "spark-warehouse")
-    uri = metastore.start()   # one metastore JVM for the three processes, none started twice at once
+    with pytest.MonkeyPatch.context() as patch:   # its JVM on JIT tier 1 only too: its start-up is waited for
+        patch.setenv("JAVA_TOOL_OPTIONS", SPARK_ENV["JAVA_TOOL_OPTIONS"])
+        uri = metastore.start()   # one metastore JVM for the three processes, none started twice at once
     launches, servers = [], None
     try:
         launches = [Launch.start(root, root / "spark-warehouse"),

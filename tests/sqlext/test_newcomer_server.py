@@ -130,24 +130,22 @@ def _session_tables(spark, db: str) -> list[str]:
 
 
 @pytest.fixture(scope="module")
-def all_listings(spark, tmp_path_factory) -> dict:
+def all_listings(request, spark, tmp_path_factory) -> dict:
     """Both configurations at once (their JVMs start together: each keeps about one core busy while it starts):
     - "metastore": the table made through a server on the test session's metastore (whose Hive sync makes the
-      views), in a database of its own;
+      views), in a database of its own: the session's `hive_server` (tests/sqlext/conftest.py: `sqlext serve`,
+      auth none, on that metastore, as the thrift_server/ tests use it), asked for once the other processes
+      have started;
     - "no_metastore": the table made and listed by the CLI (`sqlext.session(metastore=False)`) while a server
       (`--metastore none`) starts on the same warehouse.
     Each: what the client saw through its server, and what the session (or the CLI) lists as "session"."""
     uri = getattr(getattr(spark, "_sqlext_catalog", None), "uri", None)
-    on_root, off_root = tmp_path_factory.mktemp("newcomer-metastore"), tmp_path_factory.mktemp("newcomer-no_metastore")
+    off_root = tmp_path_factory.mktemp("newcomer-no_metastore")
     off_warehouse = str(off_root / "warehouse")
     started: list[Server] = []
     clients: list[subprocess.Popen] = []
     cli = None
     try:
-        on = None
-        if uri:
-            on = Server(on_root, "--metastore", uri, "--warehouse", str(on_root / "warehouse"))
-            started.append(on)
         off = Server(off_root, "--metastore", "none", "--warehouse", off_warehouse)
         started.append(off)
         cli = subprocess.Popen([sys.executable, "-m", "sqlext.cli", "sql", "--metastore", "none", "--warehouse",
@@ -156,10 +154,11 @@ def all_listings(spark, tmp_path_factory) -> dict:
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=spark_env(),
                                cwd=off_root)
         db = f"newcomer_{uuid.uuid4().hex[:6]}"
-        if on is not None:
+        if uri:
             table = f"{db}.m"
-            on_client = start_client(port=on.ready(), db=db, setup=[f"CREATE DATABASE {db}",
-                                                                    CREATE_MOR.format(t=table), INSERT.format(t=table)])
+            on_port = request.getfixturevalue("hive_server").port
+            on_client = start_client(port=on_port, db=db, setup=[f"CREATE DATABASE {db}",
+                                                                 CREATE_MOR.format(t=table), INSERT.format(t=table)])
             clients.append(on_client)
         cli_out, cli_err = cli.communicate(timeout=HANG_GUARD_S)
         assert cli.returncode == 0, cli_err[-4000:]
@@ -167,7 +166,7 @@ def all_listings(spark, tmp_path_factory) -> dict:
         off_client = start_client(port=off.ready(), db="default", setup=[])
         clients.append(off_client)
         out = {}
-        if on is not None:
+        if uri:
             out["metastore"] = {**client_result(on_client), "session": _session_tables(spark, db)}
         out["no_metastore"] = {**client_result(off_client),
                                "session": [row["tableName"] for row in listed if not row["isTemporary"]]}

@@ -92,7 +92,10 @@ def start_spark_thrift_server(metastore_uri: str, root: Path) -> SparkThriftServ
     home = spark_home()
     port = free_port()
     log_path = root / "spark-thrift-server.log"
-    env = {**client_env(), "SPARK_HOME": str(home)}
+    from quick_jvm import quick_jvm_env
+
+    # its JVM on JIT tier 1 only (tests/quick_jvm.py): it answers a few catalog calls and queries
+    env = quick_jvm_env({**client_env(), "SPARK_HOME": str(home)})
     cmd = [str(home / "bin" / "spark-submit"), "--master", "local[1]", "--driver-memory", "768m",
            "--conf", "spark.ui.enabled=false", "--conf", "spark.sql.catalogImplementation=hive",
            "--conf", f"spark.hadoop.hive.metastore.uris={metastore_uri}",
