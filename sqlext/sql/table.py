@@ -81,7 +81,8 @@ class HudiTable:
                  data_filter: Predicate | None = None) -> DataFrame:
         """Meta columns, then the visible data columns (hidden engine columns dropped); only `columns` (of
         `snapshot_columns`) when given; files `data_filter` cannot match skipped (the caller filters rows)."""
-        df = read_table(spark, self.ref.path, HoodieConfig.of(options), partition_filter, columns, data_filter)
+        df = read_table(spark, self.ref.path, HoodieConfig.of(options), partition_filter, columns, data_filter,
+                        self.meta)
         return df.drop(*self.hidden) if self.hidden else df
 
     # -- writes ----------------------------------------------------------------------------------

@@ -26,8 +26,32 @@ def runtime_conf(spark, prefixes: tuple[str, ...]) -> dict[str, str]:
     return {k: v for k, v in dict(values).items() if k.startswith(prefixes)}
 
 
+_STATIC: dict[tuple[str, str], dict[str, str]] = {}
+
+
 def static_conf(spark, prefix: str) -> dict[str, str]:
-    """The SparkContext's settings (fixed at start) whose keys start with `prefix`, keys in full."""
+    """The SparkContext's settings (fixed at start) whose keys start with `prefix`, keys in full; read once per
+    SparkContext (every read and write asks for the storage settings)."""
+    context = _context_id(spark)
+    if context is None:
+        return _read_static_conf(spark, prefix)
+    key = (context, prefix)
+    if key not in _STATIC:
+        _STATIC[key] = _read_static_conf(spark, prefix)
+    return dict(_STATIC[key])
+
+
+def _context_id(spark) -> str | None:
+    """Which SparkContext (no py4j call: the Python object and its JVM proxy's id, both new with a new context);
+    None for a session without one (Spark Connect): not cached."""
+    try:
+        sc = spark.sparkContext
+        return f"{id(sc)}:{sc._jsc._target_id}"
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _read_static_conf(spark, prefix: str) -> dict[str, str]:
     try:
         found = spark.sparkContext._jsc.sc().conf().getAllWithPrefix(prefix)
         return {prefix + pair._1(): pair._2() for pair in found}

@@ -46,14 +46,15 @@ PartitionFilter = Callable[[dict[str, str]], bool]
 
 def read_table(spark: SparkSession, base_path: str, config: HoodieConfig = HoodieConfig(),
                partition_filter: PartitionFilter | None = None, columns: Sequence[str] | None = None,
-               data_filter: Predicate | None = None) -> DataFrame:
+               data_filter: Predicate | None = None, meta: HoodieTableMetaClient | None = None) -> DataFrame:
     """The table as a DataFrame, read with the options of `config`. `columns` (names, any case): only these
     columns, in the table's order — what a caller that knows its query needs passes, so a merge-on-read scan
     reads and merges only those (Spark cannot push a projection into the merging tasks). `data_filter`: a
     superset of the query's row filter; slices whose stats prove it false are not read (data_skipping.py) — the
-    caller still filters the rows."""
+    caller still filters the rows. `meta`: the table's meta client when the caller loaded it for this read (its
+    timeline and schema are then read once)."""
     tally = RequestTally(spark)
-    df = _read(spark, base_path, config, partition_filter, columns, data_filter)
+    df = _read(spark, base_path, config, partition_filter, columns, data_filter, meta)
     tally.report(f"planning the read of {base_path}")  # the tasks' reads happen when the DataFrame runs
     if columns is None:
         return df
@@ -95,8 +96,9 @@ def _as_of(config: HoodieConfig) -> str | None:
 
 
 def _read(spark: SparkSession, base_path: str, config: HoodieConfig, partition_filter: PartitionFilter | None,
-          columns: Sequence[str] | None, data_filter: Predicate | None) -> DataFrame:
-    meta = HoodieTableMetaClient.load_in_session(spark, base_path, config)
+          columns: Sequence[str] | None, data_filter: Predicate | None,
+          meta: HoodieTableMetaClient | None = None) -> DataFrame:
+    meta = meta or HoodieTableMetaClient.load_in_session(spark, base_path, config)
     validate_options(config.props, f"read of {meta.base_path}", meta.table_config.props)
     query_type = _query_type(config)
     if query_type == "incremental":
