@@ -24,6 +24,7 @@ import os
 import re
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from sqlext.server.statement_guard import HoodieAccessDeniedError
 
@@ -140,10 +141,12 @@ class Authorizer:
     def __init__(self, policy_file: PolicyFile):
         self.policy_file = policy_file
 
-    def check(self, user: str, statement: str, current_database: str) -> None:
-        """Raise HoodieAccessDeniedError (logged) naming the first privilege `user` lacks for `statement`."""
+    def check(self, user: str, statement: str, current_database: str,
+              is_temp_view: Callable[[str], bool] = lambda name: False) -> None:
+        """Raise HoodieAccessDeniedError (logged) naming the first privilege `user` lacks for `statement`;
+        `is_temp_view(name)`: whether the session has a temporary view of that name (checked when it was made)."""
         policy = self.policy_file.policy()
-        for privilege, obj in required_privileges(statement, current_database):
+        for privilege, obj in required_privileges(statement, current_database, is_temp_view):
             if not policy.allows(user, privilege, obj):
                 log.warning("denied: user %s lacks %s on %s: %s", user, privilege, obj, " ".join(statement.split())[:200])
                 raise HoodieAccessDeniedError(f"user {user} lacks the {privilege} privilege on {obj} (granted in "
@@ -154,15 +157,18 @@ class Authorizer:
 
 
 # -- what a statement needs -----------------------------------------------------------------------------------
-def required_privileges(statement: str, current_database: str) -> list[tuple[str, str]]:
-    """(privilege, object) pairs `statement` needs, writes first."""
+def required_privileges(statement: str, current_database: str,
+                        is_temp_view: Callable[[str], bool] = lambda name: False) -> list[tuple[str, str]]:
+    """(privilege, object) pairs `statement` needs, writes first. An unqualified name of one of the session's
+    temporary views needs nothing (Spark resolves it to the view, whose query was checked when it was made)."""
     import sqlglot
     from sqlglot import exp
 
     text = re.sub(r"/\*.*?\*/", " ", re.sub(r"--[^\n]*", " ", statement), flags=re.DOTALL).strip()
     explain = re.match(r"^\s*EXPLAIN\s+(?:EXTENDED\s+|FORMATTED\s+|CODEGEN\s+|COST\s+)?", text, re.IGNORECASE)
     if explain:
-        return [("SELECT", obj) for _, obj in required_privileges(text[explain.end():], current_database)]
+        return [("SELECT", obj) for _, obj in required_privileges(text[explain.end():], current_database,
+                                                                  is_temp_view)]
     call = _CALL.match(text)
     if call:
         return _call_privileges(call.group(1).lower(), call.group(2), current_database)
@@ -177,18 +183,30 @@ def required_privileges(statement: str, current_database: str) -> list[tuple[str
         return [("ADMIN", ALL)]
     needed: list[tuple[str, str]] = []
     for tree in trees:
-        needed += _tree_privileges(tree, current_database, exp)
+        needed += _tree_privileges(tree, current_database, exp, is_temp_view)
     return needed
 
 
-def _tree_privileges(tree, current_database: str, exp) -> list[tuple[str, str]]:
+def _tree_privileges(tree, current_database: str, exp, is_temp_view: Callable[[str], bool]) -> list[tuple[str, str]]:
     ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
     tables = [t for t in tree.find_all(exp.Table) if t.name and (t.db or t.name.lower() not in ctes)]
+    if isinstance(tree, exp.Create) and _session_temporary(tree, exp):
+        # a temporary view of this session: nothing on the view itself, SELECT on what it reads
+        view = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
+        tables = [t for t in tables if t is not view]
+        return [("SELECT", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables
+                                                         if t.db or not is_temp_view(t.name))]
+    tables = [t for t in tables if t.db or not is_temp_view(t.name)]
     target, privilege = None, "SELECT"
     if isinstance(tree, (exp.Insert, exp.Merge, exp.Update, exp.Delete)):
         target, privilege = tree.this, "MODIFY"
     elif isinstance(tree, exp.Create):
         target, privilege = tree.this, "ADMIN"
+        if _global_temporary(tree, exp):  # seen by every session as global_temp.<name>
+            name = (target.this if isinstance(target, exp.Schema) else target).name
+            return [("ADMIN", f"global_temp.{name}".lower())] + [
+                ("SELECT", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables
+                                                         if t.name != name and (t.db or not is_temp_view(t.name)))]
         if str(tree.args.get("kind", "")).upper() in ("DATABASE", "SCHEMA"):
             return [("ADMIN", f"{_name_of(target)}.*")]
         if str(tree.args.get("kind", "")).upper() == "FUNCTION":
@@ -213,6 +231,19 @@ def _tree_privileges(tree, current_database: str, exp) -> list[tuple[str, str]]:
     needed += [("SELECT", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables)
                if obj != written]
     return needed
+
+
+def _global_temporary(create, exp) -> bool:
+    props = create.args.get("properties")
+    return exp.GlobalProperty in {type(p) for p in (props.expressions if props else [])}
+
+
+def _session_temporary(create, exp) -> bool:
+    """CREATE TEMPORARY VIEW (not GLOBAL: a global temporary view is seen by every session)."""
+    props = create.args.get("properties")
+    kinds = {type(p) for p in (props.expressions if props else [])}
+    return str(create.args.get("kind", "")).upper() == "VIEW" and exp.TemporaryProperty in kinds \
+        and exp.GlobalProperty not in kinds
 
 
 def _call_privileges(procedure: str, args: str, current_database: str) -> list[tuple[str, str]]:

@@ -241,7 +241,7 @@ class StatementOperation(Operation):
             return
         if self.session.authorizer is not None:
             self.session.authorizer.check(self.session.user, self.statement,
-                                          self.session.spark.catalog.currentDatabase())
+                                          self.session.spark.catalog.currentDatabase(), self._is_temp_view)
         df = hive_compat.run(self.session.spark.sql, self.statement)
         if not df.columns:  # DDL and commands without output
             self.has_result_set = False
@@ -255,6 +255,10 @@ class StatementOperation(Operation):
             self.result = result
         result.start()
         self.log("result set ready")
+
+    def _is_temp_view(self, name: str) -> bool:
+        catalog = self.session.spark._jsparkSession.sessionState().catalog()
+        return bool(catalog.getTempView(name).isDefined())
 
     def _set_state(self, new: OperationState) -> bool:
         changed = super()._set_state(new)

@@ -49,9 +49,16 @@ DB = "shop"
     ("SHOW TABLES", []), ("USE other", []), ("SET spark.sql.shuffle.partitions=3", []),
     ("CREATE FUNCTION f(x INT) RETURNS INT RETURN x + 1", [("ADMIN", "*")]),
     ("MSCK REPAIR TABLE t", [("ADMIN", "*")]),
+    ("CREATE TEMPORARY VIEW v AS SELECT * FROM t", [("SELECT", "shop.t")]),
+    ("CREATE GLOBAL TEMPORARY VIEW g AS SELECT * FROM t", [("ADMIN", "global_temp.g"), ("SELECT", "shop.t")]),
+    ("SELECT * FROM global_temp.g", [("SELECT", "global_temp.g")]),
+    # `tv` is a temporary view of the session (unqualified: Spark resolves it to the view); shop.tv is a table
+    ("SELECT * FROM tv JOIN t USING (id)", [("SELECT", "shop.t")]),
+    ("SELECT * FROM shop.tv", [("SELECT", "shop.tv")]),
+    ("INSERT INTO t SELECT * FROM tv", [("MODIFY", "shop.t")]),
 ])
 def test_what_a_statement_needs(statement, needed):
-    assert required_privileges(statement, DB) == needed
+    assert required_privileges(statement, DB, lambda name: name.lower() == "tv") == needed
 
 
 def test_policy_hierarchy_wildcards_and_groups():
@@ -114,7 +121,8 @@ _CLIENT = textwrap.dedent("""
         for sql in statements:
             try:
                 cursor.execute(sql)
-                out[f"{user}|{sql}"] = {"rows": [list(map(str, r)) for r in cursor.fetchall()]}
+                fetched = cursor.fetchall() if cursor.description else []  # DDL answers no result set
+                out[f"{user}|{sql}"] = {"rows": [list(map(str, r)) for r in fetched]}
             except Exception as exc:
                 status = getattr(getattr(exc, "args", [None])[0], "status", None)
                 out[f"{user}|{sql}"] = {"error": str(getattr(status, "errorMessage", exc)),
@@ -130,7 +138,7 @@ def policy_server(spark, tmp_path):
     from sqlext.server.server import HiveService
 
     suffix = uuid.uuid4().hex[:6]
-    names = {k: f"authz_{k}_{suffix}" for k in ("open", "rw", "secret")}
+    names = {k: f"authz_{k}_{suffix}" for k in ("open", "rw", "secret", "new")}
     for key in ("open", "rw", "secret"):
         spark.sql(f"CREATE TABLE {names[key]} (id INT, v STRING, ts INT) USING hudi "
                   f"TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts')")
@@ -144,13 +152,14 @@ def policy_server(spark, tmp_path):
                                               audit_log=str(tmp_path / "audit.log"))).start()
     yield service.binary.port, names, tmp_path / "audit.log"
     service.stop()
-    for key in ("open", "rw", "secret"):
+    for key in ("open", "rw", "secret", "new"):
         spark.sql(f"DROP TABLE IF EXISTS {names[key]}")
 
 
 def test_users_privileges_statements_through_pyhive(spark, policy_server):
     port, n, audit = policy_server
     o, rw, s = n["open"], n["rw"], n["secret"]
+    located = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {o}").collect()}["Location"]
     statements = {
         "select open": f"SELECT count(*) FROM {o}",
         "select secret": f"SELECT count(*) FROM {s}",
@@ -166,12 +175,20 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
         "drop secret": f"DROP TABLE {s}",
         "clean rw": f"CALL run_clean(table => '{rw}')",
         "commits secret": f"CALL show_commits(table => '{s}')",
+        "create table": f"CREATE TABLE {n['new']} (id INT, v STRING) USING hudi TBLPROPERTIES (primaryKey = 'id')",
+        "rollback rw": f"CALL rollback_to_instant(table => '{rw}', instant_time => '1')",
+        "path read open": f"SELECT count(*) FROM hudi.`{located.removeprefix('file:')}`",
+        "temp view over open": f"CREATE TEMPORARY VIEW mine AS SELECT * FROM {o}",
+        "select temp view": "SELECT count(*) FROM mine",
+        "temp view over secret": f"CREATE TEMPORARY VIEW leak AS SELECT * FROM {s}",
     }
     allowed = {  # per user, the statements the policy allows
-        "alice": {"select open", "merge rw from open", "insert rw", "clean rw"},
+        "alice": {"select open", "merge rw from open", "insert rw", "clean rw", "temp view over open",
+                  "select temp view"},
         "bob": set(),
         # root (ADMIN on *) runs the reads and one write of its own; the tables then tell what the others wrote
-        "root": {"select open", "select secret", "cte over secret", "subquery over secret", "commits secret"},
+        "root": {"select open", "select secret", "cte over secret", "subquery over secret", "commits secret",
+                 "create table", "path read open"},
     }
     order = list(statements)
     root_update = f"UPDATE {s} SET v = 'root' WHERE id = 2"
@@ -199,7 +216,11 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
     assert got["bob|SHOW GRANTS"] == {"rows": []}
     # catalog listings show only what the user may SELECT
     assert got["alice|tables"] == sorted([o, rw]) and got["bob|tables"] == []
-    assert got["root|tables"] == sorted([o, rw, s])
+    assert got["root|tables"] == sorted([o, rw, s, n["new"]])
+    assert "lacks the ADMIN privilege on default." + rw in got[f"alice|{statements['rollback rw']}"]["error"]
+    assert "lacks the SELECT privilege on path:/" in got[f"alice|{statements['path read open']}"]["error"]
+    assert got[f"root|{statements['path read open']}"] == {"rows": [["2"]]}
+    assert got[f"alice|{statements['select temp view']}"] == {"rows": [["2"]]}  # her view over a granted table
     assert "error" not in got[f"root|{root_update}"]
     # nothing written on a denial: the secret table holds root's update only, the open one is as it was
     assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {s}").collect()) == [(1, "secret"), (2, "root")]
