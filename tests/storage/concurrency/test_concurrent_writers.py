@@ -1,10 +1,9 @@
 """Writer processes upserting one table at once under optimistic concurrency control (bench.concurrent_writers,
 which runs `--rounds 50` for the figures): disjoint rounds all commit, overlapping rounds commit exactly the
 writers that did not conflict, losers get HoodieWriteConflictError, and the table read by this engine and by
-hudi-rs equals the committed batches, with the file-system, Hive Metastore and ZooKeeper (a real server) locks;
-on merge-on-read a compactor process racing the writers loses no update. Writes under the DynamoDB (moto's server
-over HTTP) and storage-based (conditional writes) locks run in this process: their providers' cross-process
-behaviour is tested beside them in tests/storage/transaction."""
+hudi-rs equals the committed batches, with the file-system and Hive Metastore locks, and four writers and a
+compactor process on merge-on-read under each of ZooKeeper (a real server), DynamoDB (moto's server over HTTP)
+and the storage-based lock (conditional writes); a compactor racing the writers loses no update."""
 from __future__ import annotations
 
 import os
@@ -42,18 +41,25 @@ def test_two_writers_hive_metastore_lock(spark, tmp_path):
     assert figures["disjoint_commits"] == 2 and figures["overlap_commits"] >= 1
 
 
-def _assert_two_writers_two_rounds(figures: dict) -> None:
-    """Round 1 overlaps (one file group): at least one writer commits, any other conflicts; round 2 is disjoint
-    (own partitions): both commit. `run` has already checked that the table holds every committed update."""
-    assert figures["disjoint_commits"] == figures["disjoint_writes"] == 2
+@pytest.mark.parametrize("lock", ["zk", "dynamodb", "storage"])
+def test_four_writers_and_a_compactor_under_each_lock_provider(spark, tmp_path, lock, request):
+    """Issue 42's run for the lock providers teams use on object stores: four writer processes and a compactor
+    process racing on a merge-on-read table, under ZooKeeper (a real server), DynamoDB (moto's server) and the
+    storage-based lock (conditional writes): every round's disjoint writes commit, overlapping ones commit or
+    conflict, and `run` checks that the table holds every committed update (none lost)."""
+    if lock == "zk":
+        server = request.getfixturevalue("zookeeper_server")
+        lock_options = {"hoodie.write.lock.zookeeper.url": server.url,
+                        "hoodie.write.lock.zookeeper.lock_key": f"concurrent-{uuid.uuid4().hex[:8]}"}
+    elif lock == "dynamodb":
+        lock_options = _dynamodb_lock(request.getfixturevalue("s3_server"))
+    else:
+        lock_options = {}
+    figures = run(4, 2, lock, mor=True, compactor=True, directory=str(tmp_path), spark=spark,
+                  lock_options=lock_options)["figures"]
+    assert figures["disjoint_commits"] == figures["disjoint_writes"] == 4
     assert figures["overlap_commits"] >= 1
-    assert figures["overlap_commits"] + figures["overlap_conflicts"] == figures["overlap_writes"] == 2
-
-
-def test_two_writers_zookeeper_lock(spark, tmp_path, zookeeper_server):
-    lock = {"hoodie.write.lock.zookeeper.url": zookeeper_server.url,
-            "hoodie.write.lock.zookeeper.lock_key": f"concurrent-{uuid.uuid4().hex[:8]}"}
-    _assert_two_writers_two_rounds(run(2, 2, "zk", directory=str(tmp_path), spark=spark, lock_options=lock)["figures"])
+    assert figures["overlap_commits"] + figures["overlap_conflicts"] == figures["overlap_writes"] == 4
 
 
 def _dynamodb_lock(s3_server) -> dict:
