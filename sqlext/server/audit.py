@@ -18,6 +18,8 @@ import logging
 import threading
 from datetime import datetime, timezone
 
+from sqlext.server.statement_text import named_tables
+
 log = logging.getLogger("sqlext.audit")
 
 MAX_STATEMENT_CHARS = 4000
@@ -48,17 +50,10 @@ def statement_entry(*, started_ms: int, user: str, client: str, session: str, op
 def tables_of(statement: str) -> list[str]:
     """The tables `statement` names (`db.t`, `format.path`), sorted, without the names of its CTEs."""
     import sqlglot
-    from sqlglot import exp
 
     try:
         trees = [t for t in sqlglot.parse(statement, read="spark") if t is not None]
     except Exception:  # noqa: BLE001 - the audit line must be written whatever the statement is
         return []
-    names = set()
-    for tree in trees:
-        ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-        for table in tree.find_all(exp.Table):
-            if not table.name or (not table.db and table.name.lower() in ctes):
-                continue
-            names.add(".".join(part for part in (table.catalog, table.db, table.name) if part))
-    return sorted(names)
+    return sorted({".".join(part for part in (t.catalog, t.db, t.name) if part)
+                   for tree in trees for t in named_tables(tree)})

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from sqlext.server.statement_guard import HoodieAccessDeniedError
+from sqlext.server.statement_text import named_tables, without_comments
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +57,12 @@ class Grant:
     kind: str       # USER or GROUP
     principal: str
 
+    @classmethod
+    def parse(cls, line: str) -> "Grant | None":
+        """The grant a policy line states (comments ignored); None when it is not a grant."""
+        found = _GRANT.match(line.split("#", 1)[0])
+        return cls(found.group(1).upper(), found.group(2), found.group(3).upper(), found.group(4)) if found else None
+
     def line(self) -> str:
         return f"GRANT {self.privilege} ON {self.object} TO {self.kind} {self.principal}"
 
@@ -76,9 +83,9 @@ class Policy:
             line = raw.split("#", 1)[0].strip()
             if not line:
                 continue
-            grant, group = _GRANT.match(line), _GROUP.match(line)
+            grant, group = Grant.parse(line), _GROUP.match(line)
             if grant:
-                grants.append(Grant(grant.group(1).upper(), grant.group(2), grant.group(3).upper(), grant.group(4)))
+                grants.append(grant)
             elif group:
                 groups[group.group(1)] = frozenset(m.strip() for m in group.group(2).split(",") if m.strip())
             else:
@@ -118,23 +125,16 @@ class PolicyFile:
 
     def change(self, statement: str, revoke: bool = False) -> Grant:
         """Add (or with `revoke` remove) the grant `statement` ("SELECT ON db.* TO USER alice") to the file."""
-        found = _GRANT.match(f"GRANT {statement}")
-        if not found:
+        grant = Grant.parse(f"GRANT {statement}")
+        if grant is None:
             raise ValueError(f"expected '<SELECT|MODIFY|ADMIN> ON <object> TO <USER|GROUP> <name>', got {statement!r}")
-        grant = Grant(found.group(1).upper(), found.group(2), found.group(3).upper(), found.group(4))
         lines = open(self.path, encoding="utf-8").read().splitlines() if os.path.exists(self.path) else []
-        kept = [line for line in lines if _GRANT.match(line.split("#", 1)[0]) is None
-                or _as_grant(line) != grant]
+        kept = [line for line in lines if Grant.parse(line) != grant]
         if not revoke:
             kept.append(grant.line())
         with open(self.path, "w", encoding="utf-8") as f:
             f.write("\n".join(kept) + "\n")
         return grant
-
-
-def _as_grant(line: str) -> Grant | None:
-    found = _GRANT.match(line.split("#", 1)[0])
-    return Grant(found.group(1).upper(), found.group(2), found.group(3).upper(), found.group(4)) if found else None
 
 
 class Authorizer:
@@ -152,6 +152,12 @@ class Authorizer:
                 raise HoodieAccessDeniedError(f"user {user} lacks the {privilege} privilege on {obj} (granted in "
                                               f"the server's policy file {self.policy_file.path})")
 
+    def listing_filter(self, user: str) -> Callable[[str, str], bool]:
+        """Whether a catalog listing shows (database, table) to `user`: SELECT on it (the session's temporary
+        views, without a database, always); one read of the policy for the whole listing."""
+        policy = self.policy_file.policy()
+        return lambda database, table: not database or policy.allows(user, "SELECT", f"{database}.{table}".lower())
+
     def show_grants(self, user: str) -> list[tuple[str, str, str, str]]:
         return [(g.privilege, g.object, g.kind, g.principal) for g in self.policy_file.policy().grants_of(user)]
 
@@ -164,7 +170,7 @@ def required_privileges(statement: str, current_database: str,
     import sqlglot
     from sqlglot import exp
 
-    text = re.sub(r"/\*.*?\*/", " ", re.sub(r"--[^\n]*", " ", statement), flags=re.DOTALL).strip()
+    text = without_comments(statement).strip()
     explain = re.match(r"^\s*EXPLAIN\s+(?:EXTENDED\s+|FORMATTED\s+|CODEGEN\s+|COST\s+)?", text, re.IGNORECASE)
     if explain:
         return [("SELECT", obj) for _, obj in required_privileges(text[explain.end():], current_database,
@@ -188,25 +194,23 @@ def required_privileges(statement: str, current_database: str,
 
 
 def _tree_privileges(tree, current_database: str, exp, is_temp_view: Callable[[str], bool]) -> list[tuple[str, str]]:
-    ctes = {cte.alias_or_name.lower() for cte in tree.find_all(exp.CTE)}
-    tables = [t for t in tree.find_all(exp.Table) if t.name and (t.db or t.name.lower() not in ctes)]
-    if isinstance(tree, exp.Create) and _session_temporary(tree, exp):
-        # a temporary view of this session: nothing on the view itself, SELECT on what it reads
+    tables = [t for t in named_tables(tree) if t.db or not is_temp_view(t.name)]
+
+    def objects(nodes) -> list[str]:
+        return list(dict.fromkeys(_object(t, current_database) for t in nodes))
+
+    temporary = _temporary_view(tree, exp)
+    if temporary:
+        # a session's own temporary view needs nothing on itself, a global one (seen by every session as
+        # global_temp.<name>) ADMIN; both SELECT on what they read
         view = tree.this.this if isinstance(tree.this, exp.Schema) else tree.this
-        tables = [t for t in tables if t is not view]
-        return [("SELECT", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables
-                                                         if t.db or not is_temp_view(t.name))]
-    tables = [t for t in tables if t.db or not is_temp_view(t.name)]
+        made = [("ADMIN", f"global_temp.{view.name}".lower())] if temporary == "global" else []
+        return made + [("SELECT", obj) for obj in objects(t for t in tables if t is not view)]
     target, privilege = None, "SELECT"
     if isinstance(tree, (exp.Insert, exp.Merge, exp.Update, exp.Delete)):
         target, privilege = tree.this, "MODIFY"
     elif isinstance(tree, exp.Create):
         target, privilege = tree.this, "ADMIN"
-        if _global_temporary(tree, exp):  # seen by every session as global_temp.<name>
-            name = (target.this if isinstance(target, exp.Schema) else target).name
-            return [("ADMIN", f"global_temp.{name}".lower())] + [
-                ("SELECT", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables
-                                                         if t.name != name and (t.db or not is_temp_view(t.name)))]
         if str(tree.args.get("kind", "")).upper() in ("DATABASE", "SCHEMA"):
             return [("ADMIN", f"{_name_of(target)}.*")]
         if str(tree.args.get("kind", "")).upper() == "FUNCTION":
@@ -216,34 +220,27 @@ def _tree_privileges(tree, current_database: str, exp, is_temp_view: Callable[[s
         # statements that only name what they change (DROP's tables, TRUNCATE's expressions, ALTER's this)
         if str(tree.args.get("kind", "")).upper() in ("DATABASE", "SCHEMA"):
             return [("ADMIN", f"{t.name}.*") for t in tables] or [("ADMIN", ALL)]
-        return [("ADMIN", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables)] \
-            or [("ADMIN", ALL)]
-    elif isinstance(tree, exp.Describe):
-        pass
+        return [("ADMIN", obj) for obj in objects(tables)] or [("ADMIN", ALL)]
     elif isinstance(tree, exp.Use):
         return []
-    elif not isinstance(tree, (exp.Query, exp.Select, exp.Union)):
+    elif not isinstance(tree, (exp.Query, exp.Describe)):
         return [("ADMIN", ALL)]  # a kind of statement this module does not classify
     if isinstance(target, exp.Schema):
         target = target.this
     written = _object(target, current_database) if isinstance(target, exp.Table) else None
     needed = [(privilege, written)] if written else []
-    needed += [("SELECT", obj) for obj in dict.fromkeys(_object(t, current_database) for t in tables)
-               if obj != written]
-    return needed
+    return needed + [("SELECT", obj) for obj in objects(tables) if obj != written]
 
 
-def _global_temporary(create, exp) -> bool:
-    props = create.args.get("properties")
-    return exp.GlobalProperty in {type(p) for p in (props.expressions if props else [])}
-
-
-def _session_temporary(create, exp) -> bool:
-    """CREATE TEMPORARY VIEW (not GLOBAL: a global temporary view is seen by every session)."""
+def _temporary_view(create, exp) -> str | None:
+    """"session" for CREATE TEMPORARY VIEW, "global" for CREATE GLOBAL TEMPORARY VIEW, else None."""
+    if not isinstance(create, exp.Create) or str(create.args.get("kind", "")).upper() != "VIEW":
+        return None
     props = create.args.get("properties")
     kinds = {type(p) for p in (props.expressions if props else [])}
-    return str(create.args.get("kind", "")).upper() == "VIEW" and exp.TemporaryProperty in kinds \
-        and exp.GlobalProperty not in kinds
+    if exp.TemporaryProperty not in kinds:
+        return None
+    return "global" if exp.GlobalProperty in kinds else "session"
 
 
 def _call_privileges(procedure: str, args: str, current_database: str) -> list[tuple[str, str]]:

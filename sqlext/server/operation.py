@@ -309,9 +309,8 @@ class MetadataOperation(Operation):
     def run(self) -> None:
         schema, table = self._build(self.session.spark)
         if self.session.authorizer is not None and {"TABLE_SCHEM", "TABLE_NAME"} <= set(table.column_names):
-            # a listing shows only the tables the user may SELECT (and the session's temporary views)
-            policy = self.session.authorizer.policy_file.policy()
-            keep = [not db or policy.allows(self.session.user, "SELECT", f"{db}.{name}".lower())
+            shown = self.session.authorizer.listing_filter(self.session.user)
+            keep = [shown(db, name)
                     for db, name in zip(table.column("TABLE_SCHEM").to_pylist(), table.column("TABLE_NAME").to_pylist())]
             table = table.filter(pa.array(keep, pa.bool_()))
         self.result = LocalResultSet(schema, table)

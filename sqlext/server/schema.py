@@ -14,6 +14,7 @@ import re
 from pyspark.sql import Column, functions as F
 from pyspark.sql import types as T
 
+from storage.engine.spark_columns import quote
 from sqlext.server.third_party.tcliservice.ttypes import (
     TColumnDesc,
     TPrimitiveTypeEntry,
@@ -94,7 +95,7 @@ def table_schema(schema: T.StructType, first_position: int = 1) -> TTableSchema:
 
 def wire_columns(schema: T.StructType) -> list[Column]:
     """Spark expressions turning each column into its wire form (typed columns stay as they are)."""
-    return [_wire_column(F.col(_quoted(field.name)), field.dataType).alias(field.name) for field in schema.fields]
+    return [_wire_column(F.col(quote(field.name)), field.dataType).alias(field.name) for field in schema.fields]
 
 
 def _wire_column(col: Column, dtype: T.DataType) -> Column:
@@ -109,14 +110,10 @@ def _wire_column(col: Column, dtype: T.DataType) -> Column:
 
 
 def _quote_if_needed(name: str) -> str:
-    return name if _PLAIN_NAME.match(name) else _quoted(name)
+    return name if _PLAIN_NAME.match(name) else quote(name)
 
 
 _PLAIN_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def _quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 # -- JDBC (java.sql.Types) codes and sizes, as Spark's Thrift server reports them in GetColumns ------------------

@@ -26,6 +26,7 @@ import re
 from dataclasses import dataclass
 
 from sqlext.server.errors import HoodieServerError
+from sqlext.server.statement_text import without_comments
 
 FILE_FORMATS = ("text", "csv", "json", "parquet", "orc", "avro", "binaryfile", "hudi", "delta", "image", "libsvm",
                 "xml", "jdbc")
@@ -72,7 +73,7 @@ class StatementGuard:
     # -- checks --------------------------------------------------------------------------------------
     def check_statement(self, statement: str) -> None:
         """Raise HoodieAccessDeniedError when `statement` does something the safe default refuses."""
-        text = _without_comments(statement)
+        text = without_comments(statement)
         if _ADD_RESOURCE.search(text):
             self._deny("ADD JAR / FILE / ARCHIVE loads code or files into the server", statement)
         if _JAVA_FUNCTION.search(text):
@@ -113,12 +114,6 @@ class StatementGuard:
         raise HoodieAccessDeniedError(f"refused by the server's safe default: {why}; statement: "
                                       f"{' '.join(statement.split())[:200]} (an administrator may start the server "
                                       "with --allow-unsafe-statements or add --data-root DIR)")
-
-
-def _without_comments(statement: str) -> str:
-    """`statement` without `--` line comments and `/* */` blocks (quotes left as they are: a comment marker in a
-    string literal only widens what is checked)."""
-    return re.sub(r"/\*.*?\*/", " ", re.sub(r"--[^\n]*", " ", statement), flags=re.DOTALL)
 
 
 def _strip_scheme(path: str) -> str:

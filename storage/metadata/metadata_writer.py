@@ -99,6 +99,7 @@ from storage.metadata.table_metadata import (
     HoodieTableMetadata,
     combine_records,
     enabled_partitions,
+    pending_restore,
 )
 from storage.table.action_completion import ActionCompletion, register_pre_complete
 from storage.table.fs_view import FileSystemView
@@ -109,7 +110,13 @@ from storage.table.table_config import HoodieTableConfig
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
 from storage.timeline.instant import Action, HoodieInstant, State
-from storage.timeline.rollback_records import RollbackRequest, rollback_metadata_record, rollback_plan_record
+from storage.timeline.rollback_records import (
+    RollbackRequest,
+    restore_metadata_record,
+    restore_plan_record,
+    rollback_metadata_record,
+    rollback_plan_record,
+)
 
 log = logging.getLogger(__name__)
 
@@ -267,11 +274,6 @@ def _changes_files(completion: ActionCompletion) -> bool:
     if isinstance(completion.metadata, HoodieCommitMetadata):
         return bool(completion.metadata.write_stats())
     return completion.action != Action.SAVEPOINT
-
-
-def restore_pending(meta: HoodieTableMetaClient) -> bool:
-    """Is a restore of the data table under way (requested or inflight)?"""
-    return bool(meta.timeline.pending().of_actions([Action.RESTORE]))
 
 
 def discard_metadata_deltacommit(meta: HoodieTableMetaClient, instant_time: str) -> None:
@@ -448,7 +450,7 @@ class MetadataWriter:
         """The MDT change for `completion`, before it completes."""
         action, instant = completion.action, completion.instant_time
         if action == Action.ROLLBACK:
-            if restore_pending(self.data):
+            if pending_restore(self.data) is not None:
                 return  # a restore's rollbacks leave the MDT to the restore (Hudi: skipTimelinePublish)
             for target in (completion.metadata or {}).get("commitsRollback") or []:
                 self.rollback(target, instant)
@@ -722,11 +724,9 @@ class MetadataWriter:
             later = [i for i in self.mdt.timeline.of_actions(Action.COMMITS_TIMELINE) if i.timestamp > target]
             if not later:
                 return
-            plan = {"instantsToRollback": [{"commitTime": i.timestamp, "action": i.action}
-                                           for i in sorted(later, key=HoodieInstant.sort_key, reverse=True)],
-                    "version": 2, "savepointToRestoreTimestamp": target}
             pending = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
-                                                write_avro_container(HOODIE_RESTORE_PLAN, plan))
+                                                write_avro_container(HOODIE_RESTORE_PLAN,
+                                                                     restore_plan_record(later, target)))
         plan = read_avro_container(timeline.read_bytes(timeline.requested_of(pending)))
         inflight = pending if pending.is_inflight else timeline.transition_to_inflight(pending)
         started = time.time()
@@ -739,10 +739,7 @@ class MetadataWriter:
             record = rollback_metadata_record(inflight.timestamp, 0, instant, deleted, {})
             self._delete_instant(instant.timestamp)
             rolled[instant.timestamp] = [record]
-        record = {"startRestoreTime": inflight.timestamp, "timeTakenInMillis": int((time.time() - started) * 1000),
-                  "instantsToRollback": [e["commitTime"] for e in plan.get("instantsToRollback") or []],
-                  "hoodieRestoreMetadata": rolled, "version": 1,
-                  "restoreInstantInfo": list(plan.get("instantsToRollback") or []), "extraMetadata": None}
+        record = restore_metadata_record(inflight.timestamp, int((time.time() - started) * 1000), plan, rolled)
         timeline.transition_to_complete(inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
         self.mdt.reload()
         log.info("metadata table of %s: restored to %s (%d instants rolled back) at %s", self.data.base_path,
@@ -916,7 +913,7 @@ def _for_base_file(record: MetadataRecord) -> MetadataRecord | None:
 
 __all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema", "committed_files",
            "discard_metadata_deltacommit", "on_pre_complete",
-           "prepare_metadata_table", "record_schema", "restore_pending"]
+           "prepare_metadata_table", "record_schema"]
 
 
 # Installed when the module loads (every process that writes or runs a service imports it): tables nobody here

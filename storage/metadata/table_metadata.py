@@ -257,6 +257,11 @@ ALL_KEYS = KeyQuery()
 # ----------------------------------------------------------------------------------------------- the reader
 
 
+def pending_restore(meta_client: HoodieTableMetaClient) -> HoodieInstant | None:
+    """The data table's restore under way (requested or inflight), if any."""
+    return meta_client.timeline.pending().of_actions([Action.RESTORE]).last()
+
+
 class HoodieTableMetadata:
     """The metadata table of the data table `meta_client` at `as_of` (None: the latest).
 
@@ -275,7 +280,7 @@ class HoodieTableMetadata:
             raise HoodieMetadataNotAvailableError(
                 f"{meta_client.base_path}: the metadata table's files partition is not enabled "
                 f"({TK.METADATA_PARTITIONS.key}={','.join(self.enabled_partitions) or '(empty)'})")
-        restoring = meta_client.timeline.pending().of_actions([Action.RESTORE]).last()
+        restoring = pending_restore(meta_client)
         if restoring is not None and not allow_pending_restore:
             raise HoodieMetadataNotAvailableError(
                 f"{meta_client.base_path}: restore {restoring.timestamp} is under way; the metadata table is brought "

@@ -32,11 +32,11 @@ from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
 from storage.write.rollback import execute_restore, finish_pending_restores  # noqa: F401 - run beside rollback
 from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.rollback_records import restore_plan_record
 from storage.timeline.timeline import COMMITS_TIMELINE_ACTIONS
 
 log = logging.getLogger(__name__)
 
-RESTORE_PLAN_VERSION = 2
 
 
 def restore_to_savepoint(table: HoodieTableMetaClient | str, savepoint_time: str, spark=None,
@@ -60,10 +60,7 @@ def restore_to_instant(table: HoodieTableMetaClient | str, instant_time: str, sa
                                  "instant time on the active timeline (archived or never written)")
     _check_restorable(meta, instant_time, savepoint)
     later = [i for i in meta.timeline.of_actions(COMMITS_TIMELINE_ACTIONS) if i.timestamp > instant_time]
-    plan = {"instantsToRollback": [{"commitTime": i.timestamp, "action": i.action}
-                                   for i in sorted(later, key=HoodieInstant.sort_key, reverse=True)],
-            "version": RESTORE_PLAN_VERSION,
-            "savepointToRestoreTimestamp": instant_time}
+    plan = restore_plan_record(later, instant_time)
     timeline = meta.active_timeline
     requested = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
                                           write_avro_container(HOODIE_RESTORE_PLAN, plan))

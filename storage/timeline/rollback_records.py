@@ -1,5 +1,6 @@
 """The Avro records of a rollback - its plan (HoodieRollbackPlan) and its metadata (HoodieRollbackMetadata) - built
-from typed requests: shared by the data table's rollbacks (storage.write.rollback) and the metadata table's
+from typed requests, and of a restore (HoodieRestorePlan, HoodieRestoreMetadata): shared by the data table's
+rollbacks and restores (storage.write.rollback, storage.table_service.restore) and the metadata table's
 (storage.metadata.metadata_writer), which sits below the write path."""
 from __future__ import annotations
 
@@ -63,3 +64,22 @@ def requests_of_plan(plan: dict) -> list[RollbackRequest]:
     return [RollbackRequest(r["partitionPath"], r["fileId"], r["latestBaseInstant"], list(r["filesToBeDeleted"] or []),
                             dict(r["logBlocksToBeDeleted"] or {}))
             for r in plan.get("RollbackRequests") or []]
+
+
+RESTORE_PLAN_VERSION = 2
+
+
+def restore_plan_record(later: list[HoodieInstant], target: str) -> dict:
+    """The plan restoring to `target`: `later` (the instants after it) rolled back newest first; the plan always
+    names the instant restored to, as Hudi's RestorePlanActionExecutor writes it."""
+    return {"instantsToRollback": [{"commitTime": i.timestamp, "action": i.action}
+                                   for i in sorted(later, key=HoodieInstant.sort_key, reverse=True)],
+            "version": RESTORE_PLAN_VERSION, "savepointToRestoreTimestamp": target}
+
+
+def restore_metadata_record(start: str, took_ms: int, plan: dict, rolled: dict[str, list]) -> dict:
+    """A completed restore of `plan`: `rolled` maps each instant rolled back to its rollback metadata records."""
+    planned = list(plan.get("instantsToRollback") or [])
+    return {"startRestoreTime": start, "timeTakenInMillis": took_ms,
+            "instantsToRollback": [t["commitTime"] for t in planned], "hoodieRestoreMetadata": rolled,
+            "version": 1, "restoreInstantInfo": planned, "extraMetadata": None}

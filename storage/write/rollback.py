@@ -26,6 +26,7 @@ from storage.table.table_version import HoodieTableVersion
 from storage.timeline.rollback_records import (
     RollbackRequest,
     requests_of_plan,
+    restore_metadata_record,
     rollback_metadata_record,
     rollback_plan_record,
 )
@@ -292,15 +293,7 @@ def execute_restore(meta: HoodieTableMetaClient, instant: HoodieInstant) -> Hood
         rolled[target["commitTime"]] = [read_avro_container(meta.active_timeline.read_bytes(done))]
         if n == 0:
             crash_point("restore.between_rollbacks")
-    record = {
-        "startRestoreTime": instant.timestamp,
-        "timeTakenInMillis": int((time.time() - started) * 1000),
-        "instantsToRollback": [t["commitTime"] for t in plan.get("instantsToRollback") or []],
-        "hoodieRestoreMetadata": rolled,
-        "version": 1,
-        "restoreInstantInfo": list(plan.get("instantsToRollback") or []),
-        "extraMetadata": None,
-    }
+    record = restore_metadata_record(instant.timestamp, int((time.time() - started) * 1000), plan, rolled)
     completed = complete_action(ActionCompletion(meta, inflight, write_avro_container(HOODIE_RESTORE_METADATA, record),
                                                  record, "restore"))
     meta.reload()
