@@ -54,13 +54,7 @@ from importlib import resources
 from typing import Protocol
 
 from storage.avro.container import read_avro_container, write_avro_container
-from storage.avro.models import (
-    HOODIE_COMPACTION_PLAN,
-    HOODIE_RESTORE_METADATA,
-    HOODIE_RESTORE_PLAN,
-    HOODIE_ROLLBACK_METADATA,
-    HOODIE_ROLLBACK_PLAN,
-)
+from storage.avro.models import HOODIE_COMPACTION_PLAN, HOODIE_ROLLBACK_METADATA, HOODIE_ROLLBACK_PLAN
 from storage.config import HoodieConfig
 from storage.config import MetadataConfigKeys as MK
 from storage.config import TableConfigKeys as TK
@@ -68,21 +62,9 @@ from storage.file_group.log_block import DeleteBlock, HFileDataBlock
 from storage.file_group.log_format import create_new_log_file
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, parse_base_file_name, \
     parse_log_file_name
-from storage.metadata.column_stats import (
-    ColumnStatsSettings,
-    aggregate_partition_stats,
-    file_stats,
-    tombstone,
-)
+from storage.metadata.column_stats import ColumnStatsSettings, file_stats, tombstone
 from storage.metadata.hfile_io import write_records
-from storage.metadata.keys import (
-    ALL_PARTITIONS_KEY,
-    column_stats_key,
-    file_group_id,
-    file_group_index,
-    mdt_partition_name,
-    partition_stats_key,
-)
+from storage.metadata.keys import file_group_id, mdt_partition_name
 from storage.metadata.records import (
     ColumnStats,
     FileInfo,
@@ -91,15 +73,28 @@ from storage.metadata.records import (
     MetadataRecordType,
     MetaFields,
 )
+from storage.metadata.metadata_restore import MetadataTableRestore
 from storage.metadata.table_metadata import (
     COLUMN_STATS,
     FILES,
     INIT_INSTANT_PREFIX,
     PARTITION_STATS,
     HoodieTableMetadata,
-    combine_records,
     enabled_partitions,
     pending_restore,
+)
+from storage.metadata.table_metadata_util import (
+    by_file_group,
+    column_stats_record,
+    committed_files,
+    files_record,
+    for_base_file,
+    group_by_file,
+    partition_list_record,
+    partition_stats_records,
+    slice_file_names,
+    slice_files,
+    stats_by_file,
 )
 from storage.table.action_completion import ActionCompletion, register_pre_complete
 from storage.table.fs_view import FileSystemView
@@ -109,14 +104,8 @@ from storage.table.partition_metadata import write_partition_metadata
 from storage.table.table_config import HoodieTableConfig
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat, RuntimeStats
-from storage.timeline.instant import Action, HoodieInstant, State
-from storage.timeline.rollback_records import (
-    RollbackRequest,
-    restore_metadata_record,
-    restore_plan_record,
-    rollback_metadata_record,
-    rollback_plan_record,
-)
+from storage.timeline.instant import Action, HoodieInstant
+from storage.timeline.rollback_records import RollbackRequest, rollback_metadata_record, rollback_plan_record
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +368,7 @@ class MetadataWriter:
         groups = [file_group_id(FILE_GROUP_PREFIX[partition], i)
                   for i in range(self.settings.file_group_count(partition))]
         written = []
-        for fg, group_records in zip(groups, _by_file_group(records, len(groups))):
+        for fg, group_records in zip(groups, by_file_group(records, len(groups))):
             create_new_log_file(self.storage, directory, fg, instant, 1, EMPTY_LOG_TOKEN,
                                 [DeleteBlock.from_records([], instant)])
             if group_records or partition == FILES:
@@ -392,13 +381,13 @@ class MetadataWriter:
     def _initial_records(self, partition: str) -> list[MetadataRecord]:
         listing, latest = self._table_files
         if partition == FILES:
-            out = [_partition_list_record(listing)]
-            out += [_files_record(p, files) for p, files in sorted(listing.items()) if files]
+            out = [partition_list_record(listing)]
+            out += [files_record(p, files) for p, files in sorted(listing.items()) if files]
             return out
         if partition == COLUMN_STATS:
-            return [_column_stats_record(p, s) for p, lst in self._table_stats.items() for s in lst]
+            return [column_stats_record(p, s) for p, lst in self._table_stats.items() for s in lst]
         return [r for p, lst in self._table_stats.items()
-                for r in _partition_stats_records(p, [s for s in lst if s.file_name in latest[p]])]
+                for r in partition_stats_records(p, [s for s in lst if s.file_name in latest[p]])]
 
     @functools.cached_property
     def _table_files(self) -> tuple[dict[str, dict[str, int]], dict[str, set[str]]]:
@@ -406,18 +395,18 @@ class MetadataWriter:
         {file: size} of every committed file, and partition -> the names in its latest slices."""
         view = FileSystemView(self.data)
         listing = committed_files(view)
-        return listing, {p: _slice_file_names(view, p) for p in listing}
+        return listing, {p: slice_file_names(view, p) for p in listing}
 
     @functools.cached_property
     def _table_stats(self) -> dict[str, list[ColumnStats]]:
         """Every committed file's column stats, read once for column_stats and partition_stats alike."""
-        return self._stats_of(self._table_files[0])
+        return self.stats_of(self._table_files[0])
 
-    def _stats_of(self, files: dict[str, dict[str, int]]) -> dict[str, list[ColumnStats]]:
+    def stats_of(self, files: dict[str, dict[str, int]]) -> dict[str, list[ColumnStats]]:
         """Partition -> the column stats of the named data files of each partition."""
-        return {p: [s for name in names for s in self._file_stats(p, name)] for p, names in files.items()}
+        return {p: [s for name in names for s in self.data_file_stats(p, name)] for p, names in files.items()}
 
-    def _file_stats(self, partition: str, name: str) -> list[ColumnStats]:
+    def data_file_stats(self, partition: str, name: str) -> list[ColumnStats]:
         return file_stats(self.storage, join_path(self.data.base_path, partition, name), self.settings.column_stats)
 
     def _write_base_file(self, partition: str, fg: str, instant: str, records: list[MetadataRecord],
@@ -466,7 +455,7 @@ class MetadataWriter:
             return  # savepoint: Hudi neither writes nor savepoints the MDT
         self.discard(instant)  # an earlier attempt whose data instant never completed
         self._table_services()
-        self._deltacommit(instant, records)
+        self.deltacommit(instant, records)
 
     def _table_services(self) -> None:
         """The MDT's own table services before its next deltacommit, in Hudi's order (performTableServices):
@@ -486,12 +475,12 @@ class MetadataWriter:
             for path in [stat.path, *(stat.logFiles or [])]:
                 if path:
                     new_files.setdefault(stat.partitionPath, {})[path.rsplit("/", 1)[-1]] = stat.fileSizeInBytes
-        out: dict[str, list[MetadataRecord]] = {FILES: [_partition_list_record(new_files)]}
-        out[FILES] += [_files_record(p, files) for p, files in sorted(new_files.items())]
+        out: dict[str, list[MetadataRecord]] = {FILES: [partition_list_record(new_files)]}
+        out[FILES] += [files_record(p, files) for p, files in sorted(new_files.items())]
         if COLUMN_STATS not in self.settings.partitions:
             return out
-        stats = self._stats_of(new_files)
-        out[COLUMN_STATS] = [_column_stats_record(p, s) for p, lst in stats.items() for s in lst]
+        stats = self.stats_of(new_files)
+        out[COLUMN_STATS] = [column_stats_record(p, s) for p, lst in stats.items() for s in lst]
         if PARTITION_STATS in self.settings.partitions:
             out[PARTITION_STATS] = self._partition_stats_after(md, new_files, stats)
         return out
@@ -502,10 +491,10 @@ class MetadataWriter:
         has now (replaced file groups included while the replace is inflight, as Java computes them) with this
         commit's base files starting new slices and its log files joining theirs."""
         view = FileSystemView(self.data, partitions=sorted(new_files))
-        known = _stats_by_file(HoodieTableMetadata(self.data), list(new_files))
+        known = stats_by_file(HoodieTableMetadata(self.data), list(new_files))
         out = []
         for partition, files in sorted(new_files.items()):
-            slices = _slice_files(view, partition)
+            slices = slice_files(view, partition)
             for name in files:
                 parsed = parse_base_file_name(name)
                 file_id = parsed.file_id if parsed else parse_log_file_name(name).file_id
@@ -515,15 +504,15 @@ class MetadataWriter:
                     slices.setdefault(file_id, set()).add(name)
             names = {n for group in slices.values() for n in group}
             fresh = new_stats.get(partition, [])
-            by_file = {**known.get(partition, {}), **_group_by_file(fresh)}
+            by_file = {**known.get(partition, {}), **group_by_file(fresh)}
             columns = {s.column_name for s in fresh}
             parts = []
             for name in sorted(names):
                 indexed = {s.column_name for s in by_file.get(name, [])}
                 if not columns <= indexed:  # a file indexed before, on fewer columns, or not at all: read it now
-                    by_file[name] = self._file_stats(partition, name)
+                    by_file[name] = self.data_file_stats(partition, name)
                 parts += by_file[name]
-            out += _partition_stats_records(partition, parts)
+            out += partition_stats_records(partition, parts)
         return out
 
     def _clean_records(self, record: dict) -> dict[str, list[MetadataRecord]]:
@@ -538,12 +527,12 @@ class MetadataWriter:
                                    FileListing({n: FileInfo(0, True) for n in names}))
                     for p, names in sorted(deleted.items())]}
         if COLUMN_STATS in self.settings.partitions and deleted:
-            known = _stats_by_file(HoodieTableMetadata(self.data), list(deleted))
-            out[COLUMN_STATS] = [_column_stats_record(p, tombstone(s)) for p, names in deleted.items()
+            known = stats_by_file(HoodieTableMetadata(self.data), list(deleted))
+            out[COLUMN_STATS] = [column_stats_record(p, tombstone(s)) for p, names in deleted.items()
                                  for n in names for s in known.get(p, {}).get(n, [])]
         return out
 
-    def _deltacommit(self, instant: str, records: dict[str, list[MetadataRecord]]) -> None:
+    def deltacommit(self, instant: str, records: dict[str, list[MetadataRecord]]) -> None:
         """The MDT deltacommit `instant`: one new log file per touched file group (notes §2.4, §2.5)."""
         timeline = self.mdt.active_timeline
         inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
@@ -552,7 +541,7 @@ class MetadataWriter:
             if not records.get(partition) or partition not in self.settings.partitions:
                 continue
             groups = self._file_groups(partition)
-            for fg, group_records in zip(groups, _by_file_group(records[partition], len(groups))):
+            for fg, group_records in zip(groups, by_file_group(records[partition], len(groups))):
                 if group_records:
                     written.append(self._write_log_file(partition, fg, instant, group_records, len(written)))
         metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
@@ -579,7 +568,7 @@ class MetadataWriter:
 
     # -- rollback ------------------------------------------------------------------------------------
 
-    def _instant_files(self, instant: str) -> dict[str, list[str]]:
+    def instant_files(self, instant: str) -> dict[str, list[str]]:
         """MDT partition -> paths of the files MDT instant `instant` wrote (v8+: its name is in theirs)."""
         out: dict[str, list[str]] = {}
         for partition in enabled_partitions(self.data):
@@ -597,12 +586,12 @@ class MetadataWriter:
         undone before publishing): its files, then its instant files."""
         if self.mdt.active_timeline.timeline.find(instant) is None:
             return
-        for paths in self._instant_files(instant).values():
+        for paths in self.instant_files(instant).values():
             for path in paths:
                 self.storage.delete(path)
-        self._delete_instant(instant)
+        self.delete_instant(instant)
 
-    def _delete_instant(self, instant: str) -> None:
+    def delete_instant(self, instant: str) -> None:
         timeline = self.mdt.active_timeline
         for i in [i for i in timeline.all_files() if i.timestamp == instant]:
             timeline.delete_instant_file(i)
@@ -618,7 +607,7 @@ class MetadataWriter:
         if self._compacted(target):
             drop_metadata_table(self.data, f"rollback of {target} (already compacted into the metadata table)")
             return
-        files = self._instant_files(target)
+        files = self.instant_files(target)
         requests = [RollbackRequest(p, "", target, paths) for p, paths in sorted(files.items())]
         target_instant = HoodieInstant(found.state, found.action, target)
         timeline = self.mdt.active_timeline
@@ -631,7 +620,7 @@ class MetadataWriter:
         record = rollback_metadata_record(rollback_time, int((time.time() - started) * 1000), target_instant,
                                           deleted, {})
         timeline.transition_to_complete(inflight, write_avro_container(HOODIE_ROLLBACK_METADATA, record))
-        self._delete_instant(target)
+        self.delete_instant(target)
         log.info("metadata table of %s: rolled back %s (%d files)", self.data.base_path, target,
                  sum(map(len, deleted.values())))
 
@@ -651,58 +640,8 @@ class MetadataWriter:
     # -- restore -------------------------------------------------------------------------------------
 
     def restore(self, restore_time: str) -> None:
-        """The MDT side of data restore `restore_time` (module doc, "Savepoint and restore"), before the data
-        restore completes: the MDT restored to the same instant T and synced with the restored data table in a
-        deltacommit at `restore_time`, or - when it cannot be restored to T - rebuilt from the restored data table."""
-        self.data.reload()
-        timeline = self.data.active_timeline
-        restore = self.data.timeline.find(restore_time)
-        plan = read_avro_container(timeline.read_bytes(timeline.requested_of(restore))) if restore else {}
-        target = plan.get("savepointToRestoreTimestamp")
-        self.discard(restore_time)  # the sync of an earlier attempt at this restore
-        reason = self._unrestorable(target)
-        if reason is not None:
-            self.rebuild(f"restore {restore_time} to {target}: {reason}")
-            return
-        self._restore_to(target)
-        self._deltacommit(restore_time, self._sync_records())
-        log.info("metadata table of %s: restored to %s and synced with the data table at %s", self.data.base_path,
-                 target, restore_time)
-
-    def _unrestorable(self, target: str | None) -> str | None:
-        """Why the MDT cannot be restored to data instant `target` (None: it can). Hudi's restoreToSavepoint
-        deletes the MDT when `target` is at or before its oldest compaction or before its active timeline;
-        update(HoodieRestoreMetadata) refuses when a `files` file group has no slice based at or before
-        `target` (checked here for every partition kept), and when the MDT never had `target` (initialised
-        later, or a partition initialised after it) there is nothing to restore to."""
-        if not target:
-            return "the restore plan names no instant to restore to"
-        timeline = self.mdt.reload().timeline
-        if timeline.is_before_timeline_starts(target):
-            return f"{target} is before the metadata table's active timeline"
-        oldest = timeline.completed().of_actions([Action.COMMIT]).first()
-        if oldest is not None and target <= oldest.timestamp:
-            return f"{target} is not after the metadata table's oldest compaction {oldest.timestamp}"
-        synced = timeline.completed().of_actions([Action.DELTA_COMMIT]).find(target)
-        if synced is None:
-            return f"the metadata table has no completed deltacommit {target}"
-        point = synced.completion_time or synced.timestamp
-        late = [i.timestamp for i in timeline.completed()
-                if i.timestamp.startswith(INIT_INSTANT_PREFIX) and (i.completion_time or i.timestamp) > point]
-        if late:
-            return f"partitions were initialised after {target} ({', '.join(late)})"
-        for partition in enabled_partitions(self.data):
-            oldest_file: dict[str, str] = {}
-            for info in self.storage.list_dir(f"{self.base_path}/{partition}"):
-                parsed = parse_base_file_name(info.name) or parse_log_file_name(info.name)
-                if parsed:
-                    known = oldest_file.get(parsed.file_id)
-                    oldest_file[parsed.file_id] = min(known, parsed.instant_time) if known else parsed.instant_time
-            # the cleaner deletes whole slices, oldest first: the oldest file left starts the oldest slice left
-            late = sorted(fg for fg, first in oldest_file.items() if first > target)
-            if late:
-                return f"no file slice of {partition}/{late[0]} starts at or before {target} (cleaned)"
-        return None
+        """The MDT side of data restore `restore_time` (storage.metadata.metadata_restore)."""
+        MetadataTableRestore(self).restore(restore_time)
 
     def rebuild(self, reason: str) -> None:
         """Remove the MDT and initialise it again from the data table as it stands (Hudi deletes it and the
@@ -711,85 +650,6 @@ class MetadataWriter:
         self._list_partitions(())  # readers stop using it first
         self.storage.delete_dir(self.base_path)
         MetadataWriter(self.data, self.settings).ensure_partitions()
-
-    def _restore_to(self, target: str) -> None:
-        """Hudi's restoreToInstant on the MDT: every MDT write or compaction after `target` rolled back, newest
-        first, under an MDT restore instant (requested plan, inflight, completed HoodieRestoreMetadata); each
-        rollback deletes the files the instant wrote and its instant files (v8+ logs are per instant; no
-        rollback instant of its own, as in a data restore). A pending MDT restore (a killed attempt) is finished
-        with its plan first."""
-        timeline = self.mdt.active_timeline
-        pending = self.mdt.timeline.pending().of_actions([Action.RESTORE]).last()
-        if pending is None:
-            later = [i for i in self.mdt.timeline.of_actions(Action.COMMITS_TIMELINE) if i.timestamp > target]
-            if not later:
-                return
-            pending = timeline.create_requested(Action.RESTORE, timeline.new_instant_time(),
-                                                write_avro_container(HOODIE_RESTORE_PLAN,
-                                                                     restore_plan_record(later, target)))
-        plan = read_avro_container(timeline.read_bytes(timeline.requested_of(pending)))
-        inflight = pending if pending.is_inflight else timeline.transition_to_inflight(pending)
-        started = time.time()
-        rolled: dict[str, list] = {}
-        for entry in plan.get("instantsToRollback") or []:
-            instant = HoodieInstant(State.COMPLETED, entry["action"], entry["commitTime"])
-            files = self._instant_files(instant.timestamp)
-            deleted = {p: [path for path in paths if self.storage.delete(path) or not self.storage.exists(path)]
-                       for p, paths in files.items()}
-            record = rollback_metadata_record(inflight.timestamp, 0, instant, deleted, {})
-            self._delete_instant(instant.timestamp)
-            rolled[instant.timestamp] = [record]
-        record = restore_metadata_record(inflight.timestamp, int((time.time() - started) * 1000), plan, rolled)
-        timeline.transition_to_complete(inflight, write_avro_container(HOODIE_RESTORE_METADATA, record))
-        self.mdt.reload()
-        log.info("metadata table of %s: restored to %s (%d instants rolled back) at %s", self.data.base_path,
-                 target, len(rolled), inflight.timestamp)
-
-    def _sync_records(self) -> dict[str, list[MetadataRecord]]:
-        """Hudi's restore sync (fetchOutofSyncFilesRecordsFromMetadataTable): the restored MDT compared with the
-        data table's committed files listed from storage - files the data table's cleans after the restored
-        instant deleted, or any other difference: `files` additions and deletions, partitions gone; column
-        stats of added files and tombstones of deleted ones; and (beyond Hudi, which leaves partition_stats as
-        of the restored instant) the partition stats of every partition that changed."""
-        reader = HoodieTableMetadata(self.data, allow_pending_restore=True)
-        view = FileSystemView(self.data, use_metadata_table=False)
-        on_storage = {p: files for p, files in committed_files(view).items() if files}
-        known_partitions = set(reader.all_partition_paths())
-        recorded = reader.files_in_partitions(sorted(known_partitions | set(on_storage)))
-        added = {p: {n: s for n, s in files.items() if recorded[p].get(n) != s} for p, files in on_storage.items()}
-        added = {p: files for p, files in added.items() if files}
-        deleted = {p: sorted(set(files) - set(on_storage.get(p, {}))) for p, files in recorded.items()}
-        deleted = {p: names for p, names in deleted.items() if names}
-        gone = sorted(known_partitions - set(view.partitions()))
-        out: dict[str, list[MetadataRecord]] = {FILES: []}
-        if set(on_storage) - known_partitions or gone:
-            entries = {mdt_partition_name(p): FileInfo(0) for p in sorted(set(on_storage) - known_partitions)}
-            entries.update((mdt_partition_name(p), FileInfo(0, True)) for p in gone)
-            out[FILES].append(MetadataRecord(ALL_PARTITIONS_KEY, MetadataRecordType.PARTITION_LIST,
-                                             FileListing(entries)))
-        for partition in sorted(set(added) | set(deleted)):
-            entries = {n: FileInfo(s) for n, s in added.get(partition, {}).items()}
-            entries.update((n, FileInfo(0, True)) for n in deleted.get(partition, []))
-            out[FILES].append(MetadataRecord(mdt_partition_name(partition), MetadataRecordType.FILE_LIST,
-                                             FileListing(entries)))
-        if COLUMN_STATS not in self.settings.partitions or not (added or deleted):
-            return out
-        changed = sorted(set(added) | set(deleted))
-        known = _stats_by_file(reader, changed)
-        fresh = self._stats_of(added)
-        out[COLUMN_STATS] = [_column_stats_record(p, tombstone(s)) for p, names in deleted.items()
-                             for n in names for s in known.get(p, {}).get(n, [])]
-        out[COLUMN_STATS] += [_column_stats_record(p, s) for p, lst in fresh.items() for s in lst]
-        if PARTITION_STATS in self.settings.partitions:
-            out[PARTITION_STATS] = []
-            for partition in changed:
-                by_file = {**known.get(partition, {}), **_group_by_file(fresh.get(partition, []))}
-                names = _slice_file_names(view, partition)
-                parts = [s for name in sorted(names)
-                         for s in (by_file[name] if name in by_file else self._file_stats(partition, name))]
-                if parts:
-                    out[PARTITION_STATS] += _partition_stats_records(partition, parts)
-        return out
 
     # -- compaction ----------------------------------------------------------------------------------
 
@@ -825,7 +685,7 @@ class MetadataWriter:
         inflight = timeline.transition_to_inflight(requested)
         written = []
         for partition, file_slice in outputs:
-            records = [r for r in map(_for_base_file, reader.slice_records(file_slice).values()) if r is not None]
+            records = [r for r in map(for_base_file, reader.slice_records(file_slice).values()) if r is not None]
             written.append(self._write_base_file(partition, file_slice.file_id, instant, records, len(written)))
         metadata = self._commit_metadata(written, instant, COMPACT, base_files=True)
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
@@ -833,85 +693,7 @@ class MetadataWriter:
         return instant
 
 
-# ----------------------------------------------------------------------------------------------- records
-
-
-def committed_files(view: FileSystemView) -> dict[str, dict[str, int]]:
-    """Partition -> {file name: size} of every committed data file (all slices, replaced file groups too: files
-    leave the listing only when the cleaner deletes them)."""
-    out: dict[str, dict[str, int]] = {p: {} for p in view.partitions()}
-    groups = view.file_groups() + [g for g, _ in view.replaced_file_groups()]
-    for group in groups:
-        files = out.setdefault(group.file_group_id.partition_path, {})
-        for file_slice in group.slices.values():
-            if file_slice.base_file is not None:
-                files[file_slice.base_file.name] = file_slice.base_file.size
-            files.update((lf.name, lf.size) for lf in file_slice.log_files)
-    return out
-
-
-def _slice_files(view: FileSystemView, partition: str) -> dict[str, set[str]]:
-    """File id -> names of the files of its latest slice (file groups replaced by completed instants left out)."""
-    return {s.file_id: {*([s.base_file.name] if s.base_file else []), *(lf.name for lf in s.log_files)}
-            for s in view.latest_file_slices([partition])}
-
-
-def _slice_file_names(view: FileSystemView, partition: str) -> set[str]:
-    return {n for names in _slice_files(view, partition).values() for n in names}
-
-
-def _stats_by_file(reader: HoodieTableMetadata, partitions: list[str]) -> dict[str, dict[str, list[ColumnStats]]]:
-    return {p: _group_by_file(reader.column_stats(partition_path=p)) for p in partitions}
-
-
-def _group_by_file(stats: Iterable[ColumnStats]) -> dict[str, list[ColumnStats]]:
-    out: dict[str, list[ColumnStats]] = {}
-    for s in stats:
-        out.setdefault(s.file_name or "", []).append(s)
-    return out
-
-
-def _partition_list_record(partitions: Iterable[str]) -> MetadataRecord:
-    return MetadataRecord(ALL_PARTITIONS_KEY, MetadataRecordType.PARTITION_LIST,
-                          FileListing({mdt_partition_name(p): FileInfo(0) for p in sorted(partitions)}))
-
-
-def _files_record(partition: str, files: dict[str, int]) -> MetadataRecord:
-    return MetadataRecord(mdt_partition_name(partition), MetadataRecordType.FILE_LIST,
-                          FileListing({n: FileInfo(size) for n, size in sorted(files.items())}))
-
-
-def _column_stats_record(partition: str, stats: ColumnStats) -> MetadataRecord:
-    return MetadataRecord(column_stats_key(stats.column_name or "", partition, stats.file_name or ""),
-                          MetadataRecordType.COLUMN_STATS, stats)
-
-
-def _partition_stats_records(partition: str, stats: list[ColumnStats]) -> list[MetadataRecord]:
-    return [MetadataRecord(partition_stats_key(s.column_name or "", partition), MetadataRecordType.PARTITION_STATS, s)
-            for s in aggregate_partition_stats(mdt_partition_name(partition), stats)]
-
-
-def _by_file_group(records: list[MetadataRecord], count: int) -> list[list[MetadataRecord]]:
-    """Records placed in their file groups (Java hash of the key mod `count`), one record per key."""
-    groups: list[dict[str, MetadataRecord]] = [{} for _ in range(count)]
-    for record in records:
-        group = groups[file_group_index(record.key, count) if count > 1 else 0]
-        previous = group.get(record.key)
-        group[record.key] = record if previous is None else combine_records(previous, record)
-    return [list(g.values()) for g in groups]
-
-
-def _for_base_file(record: MetadataRecord) -> MetadataRecord | None:
-    """What a compacted base file keeps of a merged record: no tombstones (nothing older is left to cancel)."""
-    payload = record.payload
-    if isinstance(payload, ColumnStats):
-        return None if payload.is_deleted else record
-    if isinstance(payload, FileListing):
-        return replace(record, payload=FileListing({n: i for n, i in payload.entries.items() if not i.is_deleted}))
-    return record
-
-
-__all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema", "committed_files",
+__all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema",
            "discard_metadata_deltacommit", "on_pre_complete",
            "prepare_metadata_table", "record_schema"]
 

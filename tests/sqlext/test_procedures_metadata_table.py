@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from fixture_tables import copy_fixture
-from storage.metadata.metadata_writer import committed_files
+from storage.metadata.table_metadata_util import committed_files
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 

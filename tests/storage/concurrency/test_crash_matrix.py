@@ -19,7 +19,7 @@ from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
 from quick_jvm import quick_jvm_env
 
 import storage.write.write_operation as write_operation
-from storage.metadata.metadata_writer import committed_files
+from storage.metadata.table_metadata_util import committed_files
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient

@@ -17,7 +17,7 @@ import pytest
 from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig
 from storage.table_service import metadata_table_services as services
-from storage.metadata.metadata_writer import MetadataWriter
+from storage.metadata.metadata_restore import MetadataTableRestore
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
@@ -153,7 +153,7 @@ def test_a_killed_restore_leaves_the_metadata_table_in_step_once_re_run(spark, r
         m.setattr(restore, "crash_point", kill)
         m.setattr(rollback, "crash_point", kill)
         if point == "mdt.restored":
-            m.setattr(MetadataWriter, "_sync_records", killed_sync)
+            m.setattr(MetadataTableRestore, "_sync_records", killed_sync)
         with pytest.raises(_Killed):
             restore_to_savepoint(str(base), savepoint, config=HoodieConfig(opts))
     data = HoodieTableMetaClient.load(str(base))

@@ -16,7 +16,7 @@ from storage.avro.container import read_avro_container
 from storage.config import HoodieConfig
 from storage.table_service import metadata_table_services as services
 from storage.table_service.metadata_table_services import MetadataServiceSettings, earliest_instant_for_metadata_archival
-from storage.metadata.metadata_writer import committed_files
+from storage.metadata.table_metadata_util import committed_files
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient

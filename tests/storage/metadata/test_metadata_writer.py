@@ -13,7 +13,7 @@ import pytest
 from fixture_tables import copy_fixture
 from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
 from storage.config import MetadataConfigKeys as MK
-from storage.metadata.metadata_writer import committed_files
+from storage.metadata.table_metadata_util import committed_files
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.action_completion import register_pre_complete
 from storage.table.fs_view import FileSystemView
