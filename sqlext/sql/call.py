@@ -303,6 +303,15 @@ class ProcedureCall:
         ref = self.table_ref(args.get("table"), args.get("path"))
         return HoodieTableMetaClient.load(ref.path)
 
+    def writer_config(self, meta):
+        """What a procedure that changes the table runs with: the table's properties and the session's
+        `SET hoodie.*` (so a session with `hoodie.metadata.enable=true` keeps the metadata table in step, or
+        builds the indexes it enables)."""
+        from sqlext.sql.table import session_hoodie_conf
+        from storage.config import HoodieConfig
+
+        return meta.table_config.with_options(HoodieConfig.of(session_hoodie_conf(self.spark)))
+
     def to_frame(self, result) -> DataFrame:
         if isinstance(result, DataFrame):
             return result

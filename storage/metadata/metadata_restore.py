@@ -16,7 +16,6 @@ from storage.metadata.records import FileInfo, FileListing, MetadataRecord, Meta
 from storage.metadata.table_metadata import (
     COLUMN_STATS,
     FILES,
-    INIT_INSTANT_PREFIX,
     PARTITION_STATS,
     HoodieTableMetadata,
     enabled_partitions,
@@ -25,6 +24,7 @@ from storage.metadata.table_metadata_util import (
     column_stats_record,
     committed_files,
     group_by_file,
+    is_partition_init_instant,
     partition_stats_records,
     slice_file_names,
     stats_by_file,
@@ -83,7 +83,7 @@ class MetadataTableRestore:
             return f"the metadata table has no completed deltacommit {target}"
         point = synced.completion_time or synced.timestamp
         late = [i.timestamp for i in timeline.completed()
-                if i.timestamp.startswith(INIT_INSTANT_PREFIX) and (i.completion_time or i.timestamp) > point]
+                if is_partition_init_instant(i.timestamp) and (i.completion_time or i.timestamp) > point]
         if late:
             return f"partitions were initialised after {target} ({', '.join(late)})"
         for partition in enabled_partitions(self.writer.data):

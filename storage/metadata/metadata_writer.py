@@ -1,4 +1,4 @@
-"""Keeping a data table's metadata table in step (Hudi's HoodieBackedTableMetadataWriter), table versions 8 and 9:
+"""Keeping a data table's metadata table in step (Hudi's HoodieBackedTableMetadataWriter), table versions 6, 8 and 9:
 its creation and initialisation (bootstrap) on an existing table, one MDT deltacommit per data action, MDT
 rollbacks, and the MDT's table services before each deltacommit: clean, compaction, archival (clean and archival
 in storage.table_service.metadata_table_services).
@@ -14,8 +14,17 @@ Which tables: a writer or service whose config has `hoodie.metadata.enable=true`
 before it changes the table: it creates / initialises the MDT partitions it maintains (`files`, and
 `column_stats` / `partition_stats` when enabled), drops those it does not maintain (record_index, secondary and
 expression indexes, bloom_filters: they would go stale) and registers the table with the hook. With the MDT
-disabled (or a table version 6 table) the MDT is removed, as Hudi does for such a writer
-(`storage.table.metadata_table.drop_metadata_table`).
+disabled the MDT is removed, as Hudi does for such a writer (`storage.table.metadata_table.drop_metadata_table`).
+
+Table version 6 (as Hudi 1.x's HoodieBackedTableMetadataWriterTableVersionSix writes it, which keeps Hudi 0.x's
+layout so that 0.14/0.15 readers read it): timeline layout 1 (`<T>.deltacommit`, JSON commit metadata), the MDT's
+own instants are a data instant plus a 3-digit suffix - partition initialisation `<latest completed data instant
+or 00000000000000>010` (011, ... for the next partitions), compaction `<latest MDT deltacommit>001`, clean
+`...002` - and a data rollback R is an MDT deltacommit R (the files the rollback deleted and the log files it and
+the rolled-back write left) followed by an MDT rollback `R006` of the rolled-back deltacommit. Log files are named
+after their slice's base instant (`.files-0000-0_<base>.log.<n>_<token>`): each deltacommit writes the next
+version, with the latest log's write token; which instant wrote a log file is in its blocks' INSTANT_TIME header.
+No partition_stats (Hudi 1.x builds none on a version 6 table; 0.x's record schema has no such type).
 
 Savepoint and restore (Hudi 1.x's rules; sources: HoodieBackedTableMetadataWriter.update(HoodieRestoreMetadata),
 BaseHoodieWriteClient.restoreToSavepoint, BaseRestoreActionExecutor, CopyOnWrite/MergeOnReadRestoreActionExecutor,
@@ -58,8 +67,9 @@ from storage.avro.models import HOODIE_COMPACTION_PLAN, HOODIE_ROLLBACK_METADATA
 from storage.config import HoodieConfig
 from storage.config import MetadataConfigKeys as MK
 from storage.config import TableConfigKeys as TK
+from storage.exception import HoodieCorruptedLogError
 from storage.file_group.log_block import DeleteBlock, HFileDataBlock
-from storage.file_group.log_format import create_new_log_file
+from storage.file_group.log_format import HoodieLogFileReader, create_new_log_file
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, parse_base_file_name, \
     parse_log_file_name
 from storage.metadata.column_stats import ColumnStatsSettings, file_stats, tombstone
@@ -109,7 +119,8 @@ from storage.timeline.rollback_records import RollbackRequest, rollback_metadata
 
 log = logging.getLogger(__name__)
 
-MDT_VERSIONS = (8, 9)
+MDT_VERSIONS = (6, 8, 9)
+V6_INIT_SUFFIX, V6_COMPACTION_SUFFIX, V6_CLEAN_SUFFIX, V6_ROLLBACK_SUFFIX = 10, "001", "002", "006"
 MAINTAINED = (FILES, COLUMN_STATS, PARTITION_STATS)  # in initialisation order: files first
 FILE_GROUP_PREFIX = {FILES: "files-", COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-"}
 HFILE_EXTENSION = ".hfile"
@@ -121,7 +132,7 @@ _META_FIELD_COUNT = 5
 _COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
                              Action.CLUSTERING, Action.LOG_COMPACTION})
 
-# what the MDT's hoodie.properties holds besides name and versions (notes §2.3)
+# what the MDT's hoodie.properties holds besides name and versions (notes §2.3; version 6: _V6_MDT_PROPERTIES)
 _MDT_PROPERTIES = {
     TK.TYPE.key: "MERGE_ON_READ",
     TK.BASE_FILE_FORMAT.key: "HFILE",
@@ -137,6 +148,19 @@ _MDT_PROPERTIES = {
     TK.ARCHIVELOG_FOLDER.key: "history",
     TK.DROP_PARTITION_COLUMNS.key: "false",
 }
+# Hudi 1.x's v6 MDT (HoodieTableConfig.create after dropInvalidConfigs): layout 1, the `archived` folder, no merge mode
+_V6_MDT_PROPERTIES = {
+    TK.TYPE.key: "MERGE_ON_READ",
+    TK.BASE_FILE_FORMAT.key: "HFILE",
+    TK.RECORDKEY_FIELDS.key: "key",
+    TK.KEYGEN_TYPE.key: "HOODIE_TABLE_METADATA",
+    TK.POPULATE_META_FIELDS.key: "false",
+    TK.PAYLOAD_CLASS.key: "org.apache.hudi.metadata.HoodieMetadataPayload",
+    TK.RECORD_MERGE_STRATEGY_ID.key: "00000000-0000-0000-0000-000000000000",
+    TK.TIMELINE_LAYOUT_VERSION.key: "1",
+    TK.ARCHIVELOG_FOLDER.key: "archived",
+    TK.DROP_PARTITION_COLUMNS.key: "false",
+}
 
 
 # ----------------------------------------------------------------------------------------------- schema
@@ -145,8 +169,9 @@ _MDT_PROPERTIES = {
 @functools.lru_cache(maxsize=4)
 def record_schema(table_version: int) -> str:
     """HoodieMetadataRecord (with the five meta fields) as the Hudi release writing `table_version` embeds it:
-    1.0.x for version 8 (no valueType, no ArrayWrapper), 1.1 for version 9."""
-    name = "HoodieMetadataRecord-1.0.avsc" if table_version == 8 else "HoodieMetadataRecord-1.1.avsc"
+    1.0.x for version 8 (no valueType, no ArrayWrapper), 1.1 for version 9; version 6 takes 1.0.x's, whose extra
+    fields (isTightBound, position, SecondaryIndexMetadata) 0.14/0.15 readers skip by name."""
+    name = "HoodieMetadataRecord-1.1.avsc" if table_version >= 9 else "HoodieMetadataRecord-1.0.avsc"
     return resources.files("storage.metadata").joinpath("schemas", name).read_text("utf-8")
 
 
@@ -177,12 +202,13 @@ class MetadataWriteSettings:
         partitions = [FILES]
         if config.get(MK.COLUMN_STATS_ENABLE):
             partitions.append(COLUMN_STATS)
-            if config.get(MK.PARTITION_STATS_ENABLE) and partitioned:  # Java: none for non-partitioned tables
+            # Java: none for non-partitioned tables, nor on a version 6 table
+            if config.get(MK.PARTITION_STATS_ENABLE) and partitioned and table_version >= 8:
                 partitions.append(PARTITION_STATS)
         columns = config.get(MK.COLUMN_STATS_COLUMNS)
         return cls(tuple(partitions),
                    ColumnStatsSettings(tuple(columns) if columns else None, config.get(MK.COLUMN_STATS_MAX_COLUMNS),
-                                       primitive_only=table_version == 8),
+                                       primitive_only=table_version < 9),
                    ((FILES, 1), (COLUMN_STATS, config.get(MK.COLUMN_STATS_FILE_GROUP_COUNT)),
                     (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT))),
                    config.get(MK.COMPACT_MAX_DELTA_COMMITS), config)
@@ -199,7 +225,7 @@ _HOOK_INSTALLED = False
 
 
 def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, action: str) -> bool:
-    """Before `action` changes the table: with `hoodie.metadata.enable` on a table version 8/9 table, make sure the
+    """Before `action` changes the table: with `hoodie.metadata.enable` on a table version 6/8/9 table, make sure the
     MDT exists with the partitions `config` asks for and keep it in step from now on (True); otherwise remove it
     (False), as today."""
     if not config.get(MK.ENABLE) or meta.table_config.version not in MDT_VERSIONS:
@@ -288,7 +314,7 @@ class _Written:
 
 
 class MetadataWriter:
-    """The MDT of data table `data` (version 8/9), written with `settings`."""
+    """The MDT of data table `data` (version 6/8/9), written with `settings`."""
 
     def __init__(self, data: HoodieTableMetaClient, settings: MetadataWriteSettings):
         self.data = data
@@ -296,6 +322,7 @@ class MetadataWriter:
         self.storage = data.storage
         self.base_path = metadata_table_path(data)
         self.version = data.table_config.version
+        self.v6 = self.version < 8  # Hudi 0.x's MDT layout (module doc)
         self.schema = record_schema(self.version)
         self._mdt: HoodieTableMetaClient | None = None
 
@@ -328,8 +355,11 @@ class MetadataWriter:
 
     def _create_table(self) -> None:
         name = f"{self.data.table_config.name}_metadata"
-        props = {TK.NAME.key: name, TK.VERSION.key: str(self.version), TK.INITIAL_VERSION.key: str(self.version),
-                 **_MDT_PROPERTIES}
+        if self.v6:
+            props = {TK.NAME.key: name, TK.VERSION.key: "6", **_V6_MDT_PROPERTIES}
+        else:
+            props = {TK.NAME.key: name, TK.VERSION.key: str(self.version),
+                     TK.INITIAL_VERSION.key: str(self.version), **_MDT_PROPERTIES}
         HoodieTableMetaClient.init_table(self.base_path, HoodieTableConfig(props), self.storage)
         self.storage.mkdirs(f"{self.base_path}/.hoodie/.heartbeat")
         self._mdt = None
@@ -348,12 +378,17 @@ class MetadataWriter:
                     self.data.base_path, ", ".join(partitions))
 
     def _init_instant(self) -> str:
-        """`00000000000000000` plus k for the first k not on the MDT timeline (Hudi 1.x)."""
+        """`00000000000000000` plus k for the first k not on the MDT timeline (Hudi 1.x); version 6: the latest
+        completed data instant (or 00000000000000) plus 010 + k (Hudi 0.x's createIndexInitTimestamp)."""
         taken = {i.timestamp for i in self.mdt.active_timeline.all_files()}
-        k = 0
-        while f"{INIT_INSTANT_PREFIX}{k:03d}" in taken:
+        if self.v6:
+            latest = self.data.reload().timeline.completed().last()
+            prefix, k = (latest.timestamp if latest else INIT_INSTANT_PREFIX), V6_INIT_SUFFIX
+        else:
+            prefix, k = INIT_INSTANT_PREFIX, 0
+        while f"{prefix}{k:03d}" in taken:
             k += 1
-        return f"{INIT_INSTANT_PREFIX}{k:03d}"
+        return f"{prefix}{k:03d}"
 
     def _initialise(self, partition: str) -> None:
         """One BULK_INSERT_PREPPED deltacommit building `partition` from the data table as it stands: every file
@@ -441,8 +476,11 @@ class MetadataWriter:
         if action == Action.ROLLBACK:
             if pending_restore(self.data) is not None:
                 return  # a restore's rollbacks leave the MDT to the restore (Hudi: skipTimelinePublish)
+            if self.v6:  # the files the rollback deleted and left, then the MDT rollback at R006 (module doc)
+                self.discard(instant)
+                self.deltacommit(instant, self._rollback_records(completion.metadata or {}))
             for target in (completion.metadata or {}).get("commitsRollback") or []:
-                self.rollback(target, instant)
+                self.rollback(target, instant + V6_ROLLBACK_SUFFIX if self.v6 else instant)
             return
         if action == Action.RESTORE:
             self.restore(instant)
@@ -515,6 +553,21 @@ class MetadataWriter:
             out += partition_stats_records(partition, parts)
         return out
 
+    def _rollback_records(self, record: dict) -> dict[str, list[MetadataRecord]]:
+        """Version 6: a data rollback's `files` change (Hudi 0.x's convertMetadataToRecords of a rollback): the
+        files it deleted leave, the log files holding its rollback blocks and those the rolled-back write appended
+        to are listed (their blocks are skipped by the rollback command)."""
+        out: list[MetadataRecord] = []
+        for partition, pm in sorted((record.get("partitionMetadata") or {}).items()):
+            entries = {path.rsplit("/", 1)[-1]: FileInfo(size)
+                       for key in ("logFilesFromFailedCommit", "rollbackLogFiles")
+                       for path, size in (pm.get(key) or {}).items()}
+            entries.update((f.rsplit("/", 1)[-1], FileInfo(0, True)) for f in pm.get("successDeleteFiles") or [])
+            if entries:
+                out.append(MetadataRecord(mdt_partition_name(partition), MetadataRecordType.FILE_LIST,
+                                          FileListing(entries)))
+        return {FILES: out}
+
     def _clean_records(self, record: dict) -> dict[str, list[MetadataRecord]]:
         """Deleted files leave the listing (isDeleted entries) and their column stats (tombstones)."""
         deleted: dict[str, list[str]] = {}
@@ -541,9 +594,11 @@ class MetadataWriter:
             if not records.get(partition) or partition not in self.settings.partitions:
                 continue
             groups = self._file_groups(partition)
+            next_logs = self._next_v6_logs(partition) if self.v6 else {}
             for fg, group_records in zip(groups, by_file_group(records[partition], len(groups))):
                 if group_records:
-                    written.append(self._write_log_file(partition, fg, instant, group_records, len(written)))
+                    written.append(self._write_log_file(partition, fg, instant, group_records, len(written),
+                                                        next_logs.get(fg)))
         metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
         crash_point("metadata.before_commit")
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
@@ -552,13 +607,32 @@ class MetadataWriter:
                   len(written))
 
     def _write_log_file(self, partition: str, fg: str, instant: str, records: list[MetadataRecord],
-                        ordinal: int) -> _Written:
+                        ordinal: int, v6_next: tuple[str, int, str | None] | None = None) -> _Written:
+        """A new log file of `instant`'s block: v8+ named after `instant` (version 1); version 6 the next version
+        of the latest slice, `v6_next` = (its base instant, the next version, the latest log's token)."""
         block = HFileDataBlock.from_hfile(write_records(records, self.schema, base_file=False,
                                                         create_time_ms=int(time.time() * 1000)),
                                           self.schema, instant)
-        new = create_new_log_file(self.storage, f"{self.base_path}/{partition}", fg, instant, 1,
-                                  make_write_token(ordinal, 0, ordinal), [block])
+        base_instant, version, token = v6_next or (instant, 1, None)
+        new = create_new_log_file(self.storage, f"{self.base_path}/{partition}", fg, base_instant, version,
+                                  token or make_write_token(ordinal, 0, ordinal), [block])
         return _Written(partition, fg, new.name, new.size, len(records))
+
+    def _next_v6_logs(self, partition: str) -> dict[str, tuple[str, int, str | None]]:
+        """File id -> (base instant of its latest slice, the next log version there, the token of its latest log
+        file or None) - where a version 6 deltacommit writes (Hudi 1.x: a new version, the latest log's token)."""
+        latest: dict[str, tuple[str, int, str | None]] = {}
+        for info in self.storage.list_dir(f"{self.base_path}/{partition}"):
+            base, log_name = parse_base_file_name(info.name), parse_log_file_name(info.name)
+            entry = (base.instant_time, 0, None) if base else \
+                (log_name.instant_time, log_name.version, log_name.write_token) if log_name else None
+            if entry is None:
+                continue
+            fg = base.file_id if base else log_name.file_id
+            known = latest.get(fg)
+            if known is None or entry[:2] > known[:2]:
+                latest[fg] = entry
+        return {fg: (b, v + 1, token) for fg, (b, v, token) in latest.items()}
 
     def _file_groups(self, partition: str) -> list[str]:
         """The file group ids of an MDT partition, in index order (the key hash picks among them)."""
@@ -569,15 +643,21 @@ class MetadataWriter:
     # -- rollback ------------------------------------------------------------------------------------
 
     def instant_files(self, instant: str) -> dict[str, list[str]]:
-        """MDT partition -> paths of the files MDT instant `instant` wrote (v8+: its name is in theirs)."""
+        """MDT partition -> paths of the files MDT instant `instant` wrote (v8+: its name is in theirs; version
+        6: base files by name, log files by their blocks' INSTANT_TIME, as they are named after their slice)."""
         out: dict[str, list[str]] = {}
         for partition in enabled_partitions(self.data):
             directory = f"{self.base_path}/{partition}"
             if not self.storage.is_dir(directory):
                 continue
             for info in self.storage.list_dir(directory):
-                parsed = parse_log_file_name(info.name) or parse_base_file_name(info.name)
-                if parsed and parsed.instant_time == instant:
+                log_name = parse_log_file_name(info.name)
+                if log_name is not None and self.v6:
+                    written = log_name.instant_time <= instant and _log_instant(self.storage, info.path) == instant
+                else:
+                    parsed = log_name or parse_base_file_name(info.name)
+                    written = parsed is not None and parsed.instant_time == instant
+                if written:
                     out.setdefault(partition, []).append(info.path)
         return out
 
@@ -626,7 +706,9 @@ class MetadataWriter:
 
     def _compacted(self, target: str) -> bool:
         """Did a completed MDT compaction merge log files of deltacommit `target` into base files (its plan names
-        them)?"""
+        them; version 6: any later compaction, Hudi 0.x's validateRollback)?"""
+        if self.v6:
+            return any(i.timestamp > target for i in self.mdt.timeline.completed().of_actions([Action.COMMIT]))
         timeline = self.mdt.active_timeline
         marker = f"_{target}.log."
         for instant in self.mdt.timeline.completed().of_actions([Action.COMMIT]):
@@ -663,12 +745,14 @@ class MetadataWriter:
         if len(since) >= self.settings.max_delta_commits:
             self.compact()
 
-    def compact(self) -> str:
-        """An MDT compaction at a fresh instant: per file group, the merged records of its latest slice (the log
-        blocks of valid instants only) in a new base HFile (notes §4.5)."""
+    def compact(self) -> str | None:
+        """An MDT compaction at a fresh instant (version 6: `v6_service_instant`): per file group, the merged
+        records of its latest slice (the log blocks of valid instants only) in a new base HFile (notes §4.5)."""
         reader = HoodieTableMetadata(self.data)
         timeline = self.mdt.active_timeline
-        instant = timeline.new_instant_time()
+        instant = v6_service_instant(self.mdt, V6_COMPACTION_SUFFIX) if self.v6 else timeline.new_instant_time()
+        if instant is None:
+            return None
         plan_ops, outputs = [], []
         for partition in self.settings.partitions:
             for file_slice in reader.file_slices(partition):
@@ -693,7 +777,25 @@ class MetadataWriter:
         return instant
 
 
-__all__ = ["MetadataWriteSettings", "MetadataWriter", "commit_schema",
+def v6_service_instant(mdt: HoodieTableMetaClient, suffix: str) -> str | None:
+    """Version 6: the instant of an MDT compaction (001) or clean (002) - the latest completed MDT deltacommit plus
+    `suffix` (Hudi 0.x's createCompactionTimestamp / createCleanTimestamp); None when that instant is taken (the
+    service already ran after that deltacommit)."""
+    latest = mdt.timeline.completed().of_actions([Action.DELTA_COMMIT]).last()
+    instant = (latest.timestamp if latest else INIT_INSTANT_PREFIX) + suffix
+    return None if mdt.active_timeline.timeline.find(instant) is not None else instant
+
+
+def _log_instant(storage, path: str) -> str | None:
+    """The instant that wrote log file `path` (its first block's INSTANT_TIME header; None when unreadable)."""
+    try:
+        with HoodieLogFileReader(path, storage=storage) as reader:
+            return next((b.instant_time for b in reader), None)
+    except (OSError, HoodieCorruptedLogError):
+        return None
+
+
+__all__ = ["MetadataWriteSettings", "MetadataWriter", "V6_CLEAN_SUFFIX", "commit_schema", "v6_service_instant",
            "discard_metadata_deltacommit", "on_pre_complete",
            "prepare_metadata_table", "record_schema"]
 

@@ -14,7 +14,7 @@ from storage.metadata.keys import (
     partition_stats_key,
 )
 from storage.metadata.records import ColumnStats, FileInfo, FileListing, MetadataRecord, MetadataRecordType
-from storage.metadata.table_metadata import HoodieTableMetadata, combine_records
+from storage.metadata.table_metadata import INIT_INSTANT_PREFIX, HoodieTableMetadata, combine_records
 from storage.table.fs_view import FileSystemView
 
 
@@ -91,3 +91,9 @@ def for_base_file(record: MetadataRecord) -> MetadataRecord | None:
     if isinstance(payload, FileListing):
         return replace(record, payload=FileListing({n: i for n, i in payload.entries.items() if not i.is_deleted}))
     return record
+
+
+def is_partition_init_instant(instant_time: str) -> bool:
+    """An MDT partition initialisation: 00000000000000xxx (Hudi 1.x; version 6 on an empty table), or a version 6
+    data instant plus a suffix of 010 or more (Hudi 0.x's createIndexInitTimestamp)."""
+    return instant_time.startswith(INIT_INSTANT_PREFIX) or (len(instant_time) == 20 and instant_time[17:] >= "010")

@@ -105,7 +105,8 @@ def schedule_clean(meta_client_or_path: HoodieTableMetaClient | str, config: Hoo
     return instant_time
 
 
-def _schedule(meta: HoodieTableMetaClient, config: HoodieConfig) -> tuple[str | None, HoodieCleanerPlan]:
+def _schedule(meta: HoodieTableMetaClient, config: HoodieConfig,
+              instant_time: str | None = None) -> tuple[str | None, HoodieCleanerPlan]:
     """(the clean instant saved, or None when nothing is to clean; the plan, which says why)."""
     # planned under the table lock: a writer cannot start (take an instant time) between the planner's look at
     # the pending writes and the plan's publication, so no file a live writer reads is planned for deletion
@@ -114,7 +115,7 @@ def _schedule(meta: HoodieTableMetaClient, config: HoodieConfig) -> tuple[str | 
         plan = CleanPlanner(meta, config).plan()
         if plan.is_empty() and not records_empty_clean(meta, config, plan):
             return None, plan
-        instant_time = meta.active_timeline.new_instant_time()
+        instant_time = instant_time or meta.active_timeline.new_instant_time()
         meta.active_timeline.create_requested(Action.CLEAN, instant_time,
                                               write_avro_container(HOODIE_CLEANER_PLAN, plan.to_record()))
     crash_point("clean.after_plan")
@@ -159,9 +160,10 @@ def clean_table(spark, base_path: HoodieTableMetaClient | str, config: HoodieCon
 
 
 def clean_loaded_table(spark, meta: HoodieTableMetaClient, config: HoodieConfig = HoodieConfig(),
-                       force: bool = True) -> CleanOutcome:
+                       force: bool = True, instant_time: str | None = None) -> CleanOutcome:
     """`clean_table` of a table its caller loaded and prepared (the metadata table's writer cleans the metadata
-    table with it, storage.metadata.metadata_table_services); `spark` None deletes from the driver."""
+    table with it, storage.table_service.metadata_table_services); `spark` None deletes from the driver;
+    `instant_time`: the new clean's (default: a fresh one)."""
     check_clean_config(meta, config)
     finished = []
     for pending in list(meta.timeline.pending().of_actions([Action.CLEAN])):
@@ -171,7 +173,7 @@ def clean_loaded_table(spark, meta: HoodieTableMetaClient, config: HoodieConfig 
     waiting = None if force else trigger_not_reached(meta, config)
     if waiting is not None:
         return _no_new_clean(meta, finished, waiting)
-    instant_time, plan = _schedule(meta, config)
+    instant_time, plan = _schedule(meta, config, instant_time)
     if instant_time is None:
         return _no_new_clean(meta, finished, plan.reason)
     if not _execute_claimed(spark, meta, config, instant_time):

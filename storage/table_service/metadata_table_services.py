@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
-from storage.metadata.metadata_writer import register_table_services
+from storage.metadata.metadata_writer import V6_CLEAN_SUFFIX, register_table_services, v6_service_instant
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.timeline.instant import Action, HoodieInstant
 from storage.timeline.timeline import COMMITS_TIMELINE_ACTIONS
@@ -123,7 +123,12 @@ class MetadataTableServices:
                 log.debug("metadata table %s: %d instants since its compaction %s, not cleaned yet",
                           self.mdt.base_path, after, last.timestamp)
                 return None
-        outcome = clean_loaded_table(None, self.mdt, self.config, force=False)
+        instant = None
+        if self.mdt.table_config.version < 8:  # Hudi 0.x's MDT: the clean is the latest deltacommit + 002
+            instant = v6_service_instant(self.mdt, V6_CLEAN_SUFFIX)
+            if instant is None:
+                return None
+        outcome = clean_loaded_table(None, self.mdt, self.config, force=False, instant_time=instant)
         if outcome.instant is not None:
             log.info("metadata table %s: cleaned at %s", self.mdt.base_path, outcome.instant)
         return outcome.instant

@@ -1,4 +1,5 @@
-"""show_metadata_table_partitions, show_metadata_table_files, show_metadata_table_column_stats,
+"""create_metadata_table, init_metadata_table, delete_metadata_table, show_metadata_table_partitions,
+show_metadata_table_files, show_metadata_table_column_stats,
 validate_metadata_table_files: what a table's metadata table (`.hoodie/metadata`) records, with Hudi's parameters
 and outputs, and how its `files` partition compares with a listing of the directories."""
 from __future__ import annotations
@@ -91,3 +92,60 @@ def _by_partition(listing: FileListing, base_path: str) -> dict[str, dict[str, i
     for partition, lf in listing.log_files:
         out.setdefault(partition, {})[lf.name] = lf.size
     return out
+
+
+# ----------------------------------------------------------------------------------------------- lifecycle
+
+
+def _timed(call, action: str, fn) -> list[tuple]:
+    """`fn()` as a CALL (a storage error becomes the CALL's error, the table unchanged), with Hudi's result line."""
+    import time
+
+    from storage.exception import HoodieError
+
+    started = time.monotonic()
+    try:
+        path = fn()
+    except HoodieError as exc:
+        raise call.error(str(exc)) from exc
+    return [(f"{action} Metadata Table in {path} (duration={time.monotonic() - started:.3f}secs)",)]
+
+
+@procedure("create_metadata_table", [required("table", "string")], "result string",
+           "create and initialise the table's metadata table (files, and the indexes the session's options "
+           "enable); refused when one exists")
+def create_metadata_table(call, args):
+    from storage.table_service.metadata_table_admin import create_metadata_table as create
+
+    meta = call.meta_client(args)
+    return _timed(call, "Created", lambda: create(meta.base_path, call.writer_config(meta)))
+
+
+@procedure("init_metadata_table", [required("table", "string"), optional("read_only", "boolean", False)],
+           "result string", "initialise the partitions the session's options enable and the metadata table lacks "
+           "(read_only: only open it)")
+def init_metadata_table(call, args):
+    from storage.table_service.metadata_table_admin import init_metadata_table as init
+
+    meta = call.meta_client(args)
+    action = "Opened" if args["read_only"] else "Initialized"
+    return _timed(call, action, lambda: init(meta.base_path, call.writer_config(meta), args["read_only"]))
+
+
+@procedure("delete_metadata_table", [required("table", "string")], "result string",
+           "remove the metadata table of each comma-separated table (writers with the metadata table enabled "
+           "build it again)")
+def delete_metadata_table(call, args):
+    from storage.exception import HoodieError
+    from storage.table_service.metadata_table_admin import delete_metadata_table as delete
+
+    removed = []
+    for table in [t.strip() for t in str(args["table"]).split(",") if t.strip()]:
+        meta = call.meta_client({**args, "table": table})
+        try:
+            path = delete(meta.base_path, call.writer_config(meta))
+        except HoodieError as exc:
+            raise call.error(str(exc)) from exc
+        if path is not None:
+            removed.append(path)
+    return [(f"Deleted Metadata Table at '{','.join(removed)}'",)]

@@ -30,14 +30,6 @@ def _service_config(call, meta, given: dict, text: str | None) -> HoodieConfig:
     return meta.table_config.with_options(HoodieConfig.of(given, procedure_options(call, text)))
 
 
-def _writer_config(call, meta) -> HoodieConfig:
-    """What a savepoint or restore runs with: the table's properties and the session's `SET hoodie.*` (so a
-    session with `hoodie.metadata.enable=true` keeps the metadata table in step instead of removing it)."""
-    from sqlext.sql.table import session_hoodie_conf
-
-    return meta.table_config.with_options(HoodieConfig.of(session_hoodie_conf(call.spark)))
-
-
 def _run(call, fn, *args, **kwargs):
     """A storage error becomes the CALL's error (position, statement), the table unchanged."""
     try:
@@ -156,7 +148,7 @@ def create_savepoint(call, args):
 
     meta = call.meta_client(args)
     _run(call, create, meta, str(args["commit_time"]).strip(), args["user"] or None, args["comments"],
-         config=_writer_config(call, meta))
+         config=call.writer_config(meta))
     return [(True,)]
 
 
@@ -184,6 +176,6 @@ def rollback_to_savepoint(call, args):
 
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = call.meta_client(args)
-    _run(call, restore_to_savepoint, meta, str(args["instant_time"]).strip(), config=_writer_config(call, meta))
+    _run(call, restore_to_savepoint, meta, str(args["instant_time"]).strip(), config=call.writer_config(meta))
     call.resolver.refresh(ref)
     return [(True,)]

@@ -294,13 +294,6 @@ def test_an_action_nobody_here_keeps_in_step_removes_the_metadata_table(spark, t
     assert sorted(dict(r)["id"] for r in _rows(spark, base)) == [1, 2]
 
 
-def test_a_version_6_table_never_gets_one(spark, tmp_path):
-    base = tmp_path / "mdt_v6"
-    _write(spark, base, _options(base.name, "COPY_ON_WRITE", **{"hoodie.write.table.version": "6"}),
-           [(1, "a", 1.0, 1, "x")], "insert")
-    assert not (base / ".hoodie" / "metadata").exists()
-
-
 # ----------------------------------------------------------------------------------------------- Java's tables
 
 
