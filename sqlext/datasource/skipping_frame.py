@@ -3,16 +3,19 @@ skips the files the condition cannot match (Hudi's data skipping on the DataFram
 
 Spark plans our reads on the driver before any filter exists (storage.read.read_table returns a finished scan),
 so no filter reaches the file selection the way it reaches Hudi's Java file index. The frame remembers how it
-was read; its first `where` translates the condition (a SQL string or a Column, as Spark's analysis spells it) to a
-storage predicate with the SQL front end's translation (sqlext.sql.pruning.data_filter) and reads again with it,
-then applies the whole condition. A condition it cannot translate filters the frame as it is. Any other
-transformation returns an ordinary DataFrame, whose later filters no longer skip files.
+was read and the conditions applied to it so far; each `where` translates its condition (a SQL string or a
+Column, as Spark's analysis spells it) to a storage predicate with the SQL front end's translation
+(sqlext.sql.pruning.data_filter), reads again with the conjunction of every translated condition of the chain,
+then applies all the conditions - so `load(p).where(a).where(b)` skips by `a AND b`. A condition it cannot
+translate filters the frame as it is (still skipping by the others). Any other transformation returns an ordinary
+DataFrame, whose later filters no longer skip files.
 """
 from __future__ import annotations
 
 import logging
 
 import sqlglot
+from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.classic.dataframe import DataFrame
 
@@ -30,21 +33,65 @@ class HoodieDataFrame(DataFrame):
         from storage.read import read_table
 
         state = _table_state(spark, path, config)
-        frame = cls(read_table(spark, path, config)._jdf, spark)
-        frame._hoodie_read = (path, config, state)
-        return frame
+        loaded = read_table(spark, path, config)
+        return cls._of(loaded, (path, config, state, loaded), (), ())
+
+    @classmethod
+    def _of(cls, frame: DataFrame, read: tuple, conditions: tuple, predicates: tuple) -> "HoodieDataFrame":
+        out = cls(frame._jdf, frame.sparkSession)
+        out._hoodie_read, out._hoodie_conditions, out._hoodie_predicates = read, conditions, predicates
+        return out
 
     def filter(self, condition) -> DataFrame:
         from storage.read import read_table
+        from storage.read.predicates import conjunction
 
-        path, config, state = self._hoodie_read
-        predicate = condition_predicate(self, condition)
+        path, config, state, loaded = self._hoodie_read
+        portable = _portable(self, loaded, condition)
+        if portable is None:
+            return super().filter(condition)  # Spark's own error
+        conditions = self._hoodie_conditions + (portable,)
+        predicate = condition_predicate(self, portable)
         # a table that changed since the load would be read at another snapshot than this frame's: no skipping
         if predicate is None or _table_state(self.sparkSession, path, config) != state:
-            return super().filter(condition)
-        return read_table(self.sparkSession, path, config, data_filter=predicate).filter(condition)
+            return self._of(super().filter(portable), self._hoodie_read, conditions, self._hoodie_predicates)
+        predicates = self._hoodie_predicates + (predicate,)
+        frame = read_table(self.sparkSession, path, config, data_filter=conjunction(list(predicates)))
+        for applied in conditions:
+            frame = frame.filter(applied)
+        return self._of(frame, self._hoodie_read, conditions, predicates)
 
     where = filter
+
+
+def _portable(frame: DataFrame, loaded: DataFrame, condition):
+    """`condition` in a form that applies to every re-read of the table: a Column bound to a frame's attributes
+    (`df["id"] < 3`, of the loaded frame or of `frame`) as the SQL Spark's analysis spells it; a condition whose SQL
+    does not parse back (a Python UDF) as it is; None when it does not apply to `frame` at all."""
+    if isinstance(condition, str):
+        return condition
+    for source in (frame, loaded):
+        sql = _analyzed_sql(source, condition)
+        if sql is not None and _resolves(frame, sql):
+            return sql
+    return condition if _resolves(frame, condition) else None
+
+
+def _resolves(frame: DataFrame, condition) -> bool:
+    try:
+        DataFrame.filter(frame, condition)
+        return True
+    except AnalysisException:
+        return False
+
+
+def _analyzed_sql(frame: DataFrame, condition) -> str | None:
+    """`condition` as Spark's analysis spells it over `frame` (column names, not the frame's attribute ids)."""
+    try:
+        plan = DataFrame.filter(frame, condition)._jdf.queryExecution().analyzed()
+        return plan.condition().sql() if plan.nodeName() == "Filter" else None
+    except Exception:  # noqa: BLE001 - only a fallback for re-applying the condition
+        return None
 
 
 def _table_state(spark: SparkSession, path: str, config: HoodieConfig):

@@ -211,6 +211,28 @@ def test_dataframe_where_skips_files(skipping_table, spark):
     assert udf_filtered.count() == 20  # untranslatable: no skipping, the same rows
 
 
+def test_chained_dataframe_filters_skip_by_all_of_them(skipping_table, spark):
+    """`load(p).where(a).where(b)` reads only the slices whose stats can match `a AND b`; an untranslatable
+    condition in the chain filters without skipping, the others still skip; a Column bound to the loaded frame
+    works too."""
+    from pyspark.sql import functions as F
+
+    base, table_type = skipping_table
+    meta = HoodieTableMetaClient.load(base)
+    both = {s.file_id for s in file_slices_to_read(meta, HoodieConfig(), data_filter=between("id", 10, 19))}
+    first = {s.file_id for s in file_slices_to_read(meta, HoodieConfig(), data_filter=Comparison("id", ">=", 10))}
+    assert len(both) < len(first)
+    loaded = spark.read.format("hudi").load(base)
+    udf = F.udf(lambda i: i % 2 == 0, "boolean")("id")
+    first_where = loaded.where("id >= 10")
+    for frame, ids in ((first_where.where(F.col("id") <= 19), range(10, 20)),
+                       (loaded.where(udf).where("id >= 10").where(loaded["id"] <= 19), range(10, 20, 2)),
+                       (first_where.where(first_where["id"] <= 19).where(loaded["id"] > 0), range(10, 20))):
+        assert sorted(r.id for r in frame.collect()) == list(ids)
+        if table_type == "COPY_ON_WRITE":
+            assert {_file_id(Path(f).name) for f in frame.inputFiles()} == both
+
+
 def test_dataframe_where_keeps_the_snapshot_it_was_loaded_at(skipping_table, spark, tmp_path):
     import shutil
 
