@@ -147,6 +147,11 @@ class TableConfigKeys:
     METADATA_PARTITIONS_INFLIGHT = _prop("hoodie.table.metadata.partitions.inflight", None, str,
                                          doc="metadata table partitions being built (empty: a partition is built "
                                              "before it is listed in hoodie.table.metadata.partitions)")
+    INDEX_DEFS_PATH = _prop("hoodie.table.index.defs.path", None, str,
+                            doc="table versions 8/9: the index definitions file (Hudi 1.x: .hoodie/.index_defs/"
+                                "index.json) naming each metadata-table index and its source columns; a writer "
+                                "keeping column_stats indexes the columns its column_stats definition names "
+                                "unless hoodie.metadata.index.column.stats.column.list says otherwise")
 
 
 class WriteConfigKeys:

@@ -74,6 +74,7 @@ from storage.fs_utils import join_path, make_base_file_name, make_write_token, p
     parse_log_file_name
 from storage.metadata.column_stats import ColumnStatsSettings, file_stats, tombstone
 from storage.metadata.hfile_io import write_records
+from storage.metadata.index_definitions import column_stats_columns
 from storage.metadata.keys import file_group_id, mdt_partition_name
 from storage.metadata.records import (
     ColumnStats,
@@ -132,35 +133,22 @@ _META_FIELD_COUNT = 5
 _COMMIT_ACTIONS = frozenset({Action.COMMIT, Action.DELTA_COMMIT, Action.REPLACE_COMMIT, Action.COMPACTION,
                              Action.CLUSTERING, Action.LOG_COMPACTION})
 
-# what the MDT's hoodie.properties holds besides name and versions (notes §2.3; version 6: _V6_MDT_PROPERTIES)
-_MDT_PROPERTIES = {
+# what the MDT's hoodie.properties holds besides name and versions (notes §2.3)
+_MDT_COMMON_PROPERTIES = {
     TK.TYPE.key: "MERGE_ON_READ",
     TK.BASE_FILE_FORMAT.key: "HFILE",
     TK.RECORDKEY_FIELDS.key: "key",
     TK.KEYGEN_TYPE.key: "HOODIE_TABLE_METADATA",
     TK.POPULATE_META_FIELDS.key: "false",
     TK.PAYLOAD_CLASS.key: "org.apache.hudi.metadata.HoodieMetadataPayload",
-    TK.RECORD_MERGE_MODE.key: "CUSTOM",
     TK.RECORD_MERGE_STRATEGY_ID.key: "00000000-0000-0000-0000-000000000000",
-    TK.TIMELINE_LAYOUT_VERSION.key: "2",
-    TK.TIMELINE_PATH.key: "timeline",
-    TK.TIMELINE_HISTORY_PATH.key: "history",
-    TK.ARCHIVELOG_FOLDER.key: "history",
     TK.DROP_PARTITION_COLUMNS.key: "false",
 }
+_MDT_PROPERTIES = {**_MDT_COMMON_PROPERTIES, TK.RECORD_MERGE_MODE.key: "CUSTOM", TK.TIMELINE_LAYOUT_VERSION.key: "2",
+                   TK.TIMELINE_PATH.key: "timeline", TK.TIMELINE_HISTORY_PATH.key: "history",
+                   TK.ARCHIVELOG_FOLDER.key: "history"}
 # Hudi 1.x's v6 MDT (HoodieTableConfig.create after dropInvalidConfigs): layout 1, the `archived` folder, no merge mode
-_V6_MDT_PROPERTIES = {
-    TK.TYPE.key: "MERGE_ON_READ",
-    TK.BASE_FILE_FORMAT.key: "HFILE",
-    TK.RECORDKEY_FIELDS.key: "key",
-    TK.KEYGEN_TYPE.key: "HOODIE_TABLE_METADATA",
-    TK.POPULATE_META_FIELDS.key: "false",
-    TK.PAYLOAD_CLASS.key: "org.apache.hudi.metadata.HoodieMetadataPayload",
-    TK.RECORD_MERGE_STRATEGY_ID.key: "00000000-0000-0000-0000-000000000000",
-    TK.TIMELINE_LAYOUT_VERSION.key: "1",
-    TK.ARCHIVELOG_FOLDER.key: "archived",
-    TK.DROP_PARTITION_COLUMNS.key: "false",
-}
+_V6_MDT_PROPERTIES = {**_MDT_COMMON_PROPERTIES, TK.TIMELINE_LAYOUT_VERSION.key: "1", TK.ARCHIVELOG_FOLDER.key: "archived"}
 
 
 # ----------------------------------------------------------------------------------------------- schema
@@ -198,14 +186,17 @@ class MetadataWriteSettings:
     writer_config: HoodieConfig = field(default_factory=HoodieConfig)  # what the MDT's clean and archival derive from
 
     @classmethod
-    def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9) -> "MetadataWriteSettings":
+    def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9,
+           defined_columns: tuple[str, ...] | None = None) -> "MetadataWriteSettings":
+        """`defined_columns`: the columns the table's column_stats index definition names (index.json), indexed
+        when the options name none."""
         partitions = [FILES]
         if config.get(MK.COLUMN_STATS_ENABLE):
             partitions.append(COLUMN_STATS)
             # Java: none for non-partitioned tables, nor on a version 6 table
             if config.get(MK.PARTITION_STATS_ENABLE) and partitioned and table_version >= 8:
                 partitions.append(PARTITION_STATS)
-        columns = config.get(MK.COLUMN_STATS_COLUMNS)
+        columns = config.get(MK.COLUMN_STATS_COLUMNS) or defined_columns
         return cls(tuple(partitions),
                    ColumnStatsSettings(tuple(columns) if columns else None, config.get(MK.COLUMN_STATS_MAX_COLUMNS),
                                        primitive_only=table_version < 9),
@@ -233,7 +224,8 @@ def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, ac
             _REGISTERED.pop(meta.base_path, None)
         drop_metadata_table(meta, action)
         return False
-    settings = MetadataWriteSettings.of(config, bool(meta.table_config.partition_fields), meta.table_config.version)
+    settings = MetadataWriteSettings.of(config, bool(meta.table_config.partition_fields), meta.table_config.version,
+                                        column_stats_columns(meta))
     _install_hook()
     with _LOCK:
         _REGISTERED[meta.base_path] = settings

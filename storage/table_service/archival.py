@@ -46,7 +46,9 @@ from storage.config import HoodieConfig
 from storage.exception import HoodieArchivalError
 from storage.file_group.log_block import AvroDataBlock, HeaderMetadataType
 from storage.file_group.log_format import HoodieLogFormatWriter
+from storage.metadata.table_metadata import FILES, enabled_partitions
 from storage.table.meta_client import HoodieTableMetaClient
+from storage.table.metadata_table import metadata_table_path
 from storage.table_service.clean_planner import last_completed_clean
 from storage.table_service.service_table import service_meta_client
 from storage.testing.crash_points import crash_point
@@ -109,7 +111,11 @@ class _ArchivalCandidates:
         self.low, self.high = config.get(AK.MIN_COMMITS_TO_KEEP), config.get(AK.MAX_COMMITS_TO_KEEP)
 
     def completed_instants(self) -> list[HoodieInstant]:
-        return sorted(self._cleans_and_rollbacks() + self._commits(), key=HoodieInstant.sort_key)
+        chosen = self._cleans_and_rollbacks() + self._commits()
+        bound = self._metadata_table_bound()
+        if bound is not None:  # cleans and rollbacks too: their MDT deltacommits count while they are active
+            chosen = [i for i in chosen if i.timestamp < bound]
+        return sorted(chosen, key=HoodieInstant.sort_key)
 
     def _cleans_and_rollbacks(self) -> list[HoodieInstant]:
         out: list[HoodieInstant] = []
@@ -171,6 +177,19 @@ class _ArchivalCandidates:
             if before and (oldest is None or before[-1] < oldest):
                 oldest = before[-1]
         return oldest
+
+    def _metadata_table_bound(self) -> str | None:
+        """Hudi's archiver with a metadata table: no instant at or after the metadata table's latest compaction
+        ("" - nothing - before its first), so the data instants its uncompacted deltacommits stand for stay active
+        (a reader trusts an MDT deltacommit whose data instant is on the active timeline)."""
+        if FILES not in enabled_partitions(self.meta):
+            return None
+        path = metadata_table_path(self.meta)
+        if not HoodieTableMetaClient.exists(path, self.meta.storage):
+            return None
+        last = HoodieTableMetaClient.load(path, self.meta.storage).timeline.completed() \
+            .of_actions([Action.COMMIT]).last()
+        return last.timestamp if last is not None else ""
 
     def _compaction_bound(self) -> str | None:
         """Merge-on-read with inline compaction counting deltacommits: keep the last compaction and the

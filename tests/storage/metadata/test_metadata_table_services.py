@@ -227,3 +227,20 @@ def test_a_kill_inside_the_metadata_tables_services_leaves_a_readable_table(spar
         assert not lsm & {i.timestamp for i in mdt.timeline}  # the next archival finished the move
     check_listing(spark, base)
     assert _rows(spark, base) == expected and arrow_rows(hudi_rs_read(str(base)), COLUMNS) == expected
+
+
+def test_the_data_table_archives_nothing_after_the_metadata_tables_latest_compaction(spark, tmp_path):
+    """Hudi's archiver with a metadata table: no data instant (cleans included) at or after the MDT's latest
+    compaction is archived, none before its first - the MDT trusts a deltacommit whose data instant is active, so a
+    clean archived before the MDT compacted it would bring its deleted files back to the listing."""
+    base = tmp_path / "t"
+    opts = _options("arch_bound", **{"hoodie.metadata.compact.max.delta.commits": "6",
+                                     "hoodie.cleaner.commits.retained": "1"})
+    for step in range(7):
+        _write(spark, base, opts, [(step, f"n{step}", float(step), step, "xy"[step % 2])])
+        meta = HoodieTableMetaClient.load(str(base))
+        archived = [i.timestamp for i in HoodieArchivedTimeline(meta).completed()]
+        compactions = [i.timestamp for i in _mdt(base).timeline.completed().of_actions(["commit"])]
+        assert all(ts < compactions[-1] for ts in archived) if compactions else archived == []
+        check_listing(spark, base)
+    assert compactions and archived  # both happened: the bound moved with the MDT's compaction

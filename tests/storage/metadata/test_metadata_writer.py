@@ -6,6 +6,8 @@ footers. hudi-rs reads the tables, a Java table keeps its MDT through our upsert
 instant never completed is ignored, then rolled back."""
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -298,7 +300,13 @@ def test_an_action_nobody_here_keeps_in_step_removes_the_metadata_table(spark, t
 
 
 def test_our_upsert_keeps_a_java_tables_metadata_table(spark, fixtures_cache, tmp_path):
+    """...and indexes the columns Java's column_stats index definition names (index.json; narrowed here)."""
     base = copy_fixture("sample_cow_v9_txns_simple_meta", fixtures_cache, tmp_path)
+    index_json = base / ".hoodie" / ".index_defs" / "index.json"
+    definitions = json.loads(index_json.read_text())
+    indexed = ["_hoodie_record_key", "txn_id", "amount", "merchant_name"]
+    definitions["indexDefinitions"]["column_stats"]["sourceFields"] = indexed
+    index_json.write_text(json.dumps(definitions, indent=2))
     meta = HoodieTableMetaClient.load(str(base))
     before = {i.timestamp for i in HoodieTableMetaClient.load(str(base / ".hoodie" / "metadata")).timeline}
     df = spark.read.format("hudi").load(str(base))
@@ -325,9 +333,10 @@ def test_our_upsert_keeps_a_java_tables_metadata_table(spark, fixtures_cache, tm
     assert new_files
     for partition, name in new_files:
         footer = data_stats(base / partition / name)
-        for stats in metadata.column_stats(partition_path=partition):
-            if stats.file_name == name:
-                assert (stats.min, stats.max, stats.null_count, stats.value_count) == footer[stats.column_name]
+        mine = [s for s in metadata.column_stats(partition_path=partition) if s.file_name == name]
+        assert sorted(s.column_name for s in mine) == sorted(indexed)
+        for stats in mine:
+            assert (stats.min, stats.max, stats.null_count, stats.value_count) == footer[stats.column_name]
     got = arrow_rows(hudi_rs_read(str(base)), ["txn_id", "merchant_name", "txn_ts"])
     assert got == spark_rows(spark.read.format("hudi").load(str(base)), ["txn_id", "merchant_name", "txn_ts"])
     assert ("merchant_name", "Changed") in dict((r[0][1], r) for r in got)["TXN-001"]
