@@ -109,14 +109,17 @@ class LogBlockSelector:
 
     `kinds` are the block types the reader decodes (others are passed over); `instant_visible`, `latest_instant`
     and `committed_extent` as for `HoodieMergedLogRecordScanner`. A reader that cannot decode a selected block
-    reports it through `corrupt`, which skips it or fails as the committed extent says.
+    reports it through `corrupt`, which skips it or fails as the committed extent says; `check_skipped` (None for
+    data tables) sees each block about to be passed over - a type other than `kinds` and COMMAND_BLOCK, or an
+    instant that is not visible - and may raise `HoodieCorruptedLogError` when its header must be damaged.
     """
 
     def __init__(self, log_paths: Iterable[str], instant_visible: Callable[[str], bool],
                  latest_instant: str | None = None, storage: HoodieStorage | None = None,
                  committed_extent: Callable[[str], int] | None = None,
                  kinds: frozenset[HoodieLogBlockType] = DATA_TABLE_BLOCKS,
-                 stats: LogScanStats | None = None) -> None:
+                 stats: LogScanStats | None = None,
+                 check_skipped: Callable[[LogBlockRef], None] | None = None) -> None:
         self.log_paths = list(log_paths)
         self.instant_visible = instant_visible
         self.latest_instant = latest_instant
@@ -125,6 +128,10 @@ class LogBlockSelector:
         self.committed_extent = committed_extent
         self.kinds = kinds
         self.stats = stats if stats is not None else LogScanStats(log_files=len(self.log_paths))
+        # a reader that can tell a skipped block from a damaged one (the metadata table's: it knows every block
+        # type it may hold, and its log files name the instant that wrote them) may raise
+        # `HoodieCorruptedLogError` for a block about to be passed over
+        self.check_skipped = check_skipped
 
     def valid_blocks(self) -> Iterator[LogBlockRef]:
         """Each block that counts; once the caller is done with it (the iteration resumes), a lazily loaded
@@ -133,9 +140,13 @@ class LogBlockSelector:
         invalid = self._superseded_instants(blocks)
         for b in blocks:
             if b.block.block_type not in self.kinds:
+                if self.check_skipped is not None and b.block.block_type != HoodieLogBlockType.COMMAND_BLOCK:
+                    self.check_skipped(b)
                 continue
             instant = b.block.instant_time
             if instant is None or not self.instant_visible(instant):
+                if self.check_skipped is not None:
+                    self.check_skipped(b)
                 self.stats.skipped_blocks += 1
                 continue
             if instant in invalid:

@@ -12,6 +12,7 @@ import decimal
 import enum
 import functools
 import json
+import struct
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -224,24 +225,32 @@ def _has_value_type(schema: str) -> bool:
     return "HoodieValueTypeInfo" in schema and '"valueType"' in schema
 
 
+# what damaged bytes or a damaged writer schema make decoding raise (records are untrusted input)
+_UNDECODABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, struct.error)
+
+
 def decode_record(key: bytes | str, value: bytes, schema: str, source: str = "") -> MetadataRecord:
     """The record stored under HFile row `key` as Avro `value` of writer `schema` (JSON text)."""
-    key = key.decode("utf-8") if isinstance(key, bytes) else key
+    where = source or "metadata record"
     try:
+        key = key.decode("utf-8") if isinstance(key, bytes) else key
         decoder = BinaryDecoder(value)
         datum = _reader(schema).read(decoder)
         decoder.expect_end(f"metadata record {key!r}")
         record_type = MetadataRecordType(datum["type"])
-    except (ValueError, KeyError) as exc:
-        raise HoodieCorruptedMetadataError(f"{source or 'metadata record'}: record {key!r} cannot be decoded: {exc}") \
-            from None
+    except _UNDECODABLE as exc:
+        raise HoodieCorruptedMetadataError(f"{where}: record {key!r} cannot be decoded: {exc}") from None
     expected = _PAYLOAD_FIELD[record_type]
     stray = [f for f in _PAYLOAD_FIELDS if f != expected and datum.get(f) is not None]
     if stray or datum.get(expected) is None:
-        raise HoodieCorruptedMetadataError(f"{source or 'metadata record'}: record {key!r} of type "
+        raise HoodieCorruptedMetadataError(f"{where}: record {key!r} of type "
                                            f"{record_type.name} carries {stray or 'no'} payload {expected}")
-    meta = MetaFields(*(datum.get(f) for f in _META_FIELDS))
-    return MetadataRecord(key, record_type, _payload_from_avro(record_type, datum[expected]), meta, datum["key"])
+    try:
+        meta = MetaFields(*(datum.get(f) for f in _META_FIELDS))
+        return MetadataRecord(key, record_type, _payload_from_avro(record_type, datum[expected]), meta, datum["key"])
+    except _UNDECODABLE as exc:  # a schema whose field names or types were damaged (e.g. a log block's header)
+        raise HoodieCorruptedMetadataError(f"{where}: record {key!r} of type {record_type.name} does not have the "
+                                           f"fields of a metadata record: {type(exc).__name__} {exc}") from None
 
 
 def encode_record(record: MetadataRecord, schema: str) -> bytes:

@@ -23,14 +23,34 @@ Reading one goes:
 
 Lookups read only the keys asked for: exact keys through the HFiles' block index (`HFileReader.get_many`), column
 and partition filters as key-prefix scans, so asking for one partition's files or one column's stats decodes
-only those cells. Damage is never a wrong answer: a damaged base HFile, or a damaged log block within the bytes
-the MDT commit metadata says a completed deltacommit wrote, raises `HoodieCorruptedMetadataError` naming the file
-(the caller falls back to listing storage); a damaged region past those bytes (a writer that died mid-append) is
-skipped with a warning, as for data tables.
+only those cells.
+
+Damage is never a wrong answer (issue 39; tests/storage/metadata/test_metadata_fuzz.py fuzzes it): reading raises
+`HoodieCorruptedMetadataError` naming the damaged file, and the callers fall back - the file-system view lists
+storage instead (`storage.table.fs_view`, with a warning), data skipping keeps every slice
+(`storage.read.data_skipping`, with a warning). HFile blocks carry gzip CRC-32s (1.1) or CRC32C checksums (1.0.x),
+so a flipped byte in a record is caught there; what no checksum covers is cross-checked:
+
+- a damaged base HFile (trailer, block headers, checksums, cell order and count, a key or trailer string that is
+  not UTF-8, a record that does not decode as a metadata record);
+- a log file shorter than the bytes the MDT commit metadata says a completed deltacommit wrote (cut at a block
+  boundary: no damaged block is left to see);
+- a damaged log block within those bytes: bad magic or lengths, a header that does not parse, content that does
+  not decode, a SCHEMA header that differs from the schema inside its HFile, a block type no MDT holds, and (table
+  v8+, one writer instant per log file) an INSTANT_TIME that is not the instant in the file's name - such blocks
+  would otherwise be skipped as a failed write's and committed records silently lost;
+- the MDT's hoodie.properties (its checksum covers the table name only): not MERGE_ON_READ, or another table
+  version or timeline layout than the data table's, or values that do not parse;
+- its timeline: no completed MDT deltacommit for the data table's latest completed write (a damaged timeline path,
+  or instant files that do not parse).
+
+A damaged region past the committed bytes (a writer that died mid-append) is skipped with a warning, as for data
+tables.
 """
 from __future__ import annotations
 
 import logging
+import struct
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
@@ -42,7 +62,13 @@ from storage.exception import (
     HoodieMetadataNotAvailableError,
 )
 from storage.file_group.log_block import DeleteBlock, HFileDataBlock
-from storage.file_group.log_scanner import METADATA_TABLE_BLOCKS, LogBlockRef, LogBlockSelector, LogScanStats
+from storage.file_group.log_scanner import (
+    METADATA_TABLE_BLOCKS,
+    LogBlockRef,
+    LogBlockSelector,
+    LogScanStats,
+)
+from storage.fs_utils import META_FOLDER
 from storage.io.hfile.format import HoodieHFileError
 from storage.io.hfile.reader import Cell, HFileReader
 from storage.metadata.keys import (
@@ -52,7 +78,13 @@ from storage.metadata.keys import (
     hash_id,
     mdt_partition_name,
 )
-from storage.metadata.records import ColumnStats, FileInfo, FileListing, MetadataRecord, decode_record
+from storage.metadata.records import (
+    ColumnStats,
+    FileInfo,
+    FileListing,
+    MetadataRecord,
+    decode_record,
+)
 from storage.table.file_groups import (
     SliceTimeline,
     build_file_groups,
@@ -63,6 +95,7 @@ from storage.table.file_groups import (
 from storage.table.file_slice import FileSlice
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table.metadata_table import metadata_table_path
+from storage.table.table_config import PROPERTIES_FILE
 from storage.timeline.instant import Action, HoodieInstant
 
 log = logging.getLogger(__name__)
@@ -288,13 +321,58 @@ class HoodieTableMetadata:
         self.base_path = metadata_table_path(meta_client)
         if not HoodieTableMetaClient.exists(self.base_path, meta_client.storage):
             raise HoodieMetadataNotAvailableError(f"{meta_client.base_path}: no metadata table at {self.base_path}")
-        self.mdt_meta = HoodieTableMetaClient.load(self.base_path, meta_client.storage)
         self.storage = meta_client.storage
-        self.valid = valid_instants(meta_client, self.mdt_meta, as_of)
-        self._slicing = SliceTimeline(self.mdt_meta, as_of)
+        try:
+            self.mdt_meta = HoodieTableMetaClient.load(self.base_path, meta_client.storage)
+            self._check_config()
+            self.valid = valid_instants(meta_client, self.mdt_meta, as_of)
+            self._check_in_step()
+            self._slicing = SliceTimeline(self.mdt_meta, as_of)
+        except HoodieCorruptedMetadataError:
+            raise
+        except ValueError as exc:  # a value of its hoodie.properties that does not parse, or names no usable path
+            raise HoodieCorruptedMetadataError(f"the metadata table at {self.base_path} cannot be loaded "
+                                               f"({self._properties_path} damaged?): {exc!r}") \
+                from exc
         self._slices: dict[str, list[FileSlice]] = {}
         self._extents: dict[str, int] | None = None
         self.stats = LogScanStats()
+
+    @property
+    def _properties_path(self) -> str:
+        return f"{self.base_path}/{META_FOLDER}/{PROPERTIES_FILE}"
+
+    def _check_config(self) -> None:
+        """The MDT's hoodie.properties must say what every MDT is - a MERGE_ON_READ table of the data table's
+        version and timeline layout (its checksum covers the table name only, so a damaged value would be read,
+        e.g. a layout that slices the MDT's log files as table v6 does)."""
+        data, mdt = self.data_meta.table_config, self.mdt_meta.table_config
+        found = (mdt.is_mor, mdt.version, mdt.timeline_layout_version)
+        if found != (True, data.version, data.timeline_layout_version):
+            raise HoodieCorruptedMetadataError(
+                f"{self._properties_path} is damaged: table type {mdt.table_type}, version "
+                f"{mdt.version}, timeline layout {mdt.timeline_layout_version}; a metadata table of "
+                f"{self.data_meta.base_path} is MERGE_ON_READ, version {data.version}, layout "
+                f"{data.timeline_layout_version}")
+
+    def _check_in_step(self) -> None:
+        """The data table's latest completed write (at `as_of`) must have its MDT deltacommit (which completes
+        first; a writer that does not keep the MDT drops it), unless the MDT was (re)initialised after that write
+        completed. Otherwise the MDT would list an older state: its timeline or its hoodie.properties (whose
+        checksum covers the table name only) was damaged, e.g. a timeline path that finds no instants."""
+        point, mdt_point = _point(self.data_meta), _point(self.mdt_meta)
+        writes = self.data_meta.timeline.completed().write_timeline()
+        latest = writes.filter(lambda i: self.as_of is None or point(i) <= self.as_of).last()
+        if latest is None or latest.timestamp in self.valid:
+            return
+        # an MDT (re)built from the data table after that write completed lists it without a deltacommit of its own
+        rebuilt = any(mdt_point(i) > point(latest) for i in self.mdt_meta.timeline.completed()
+                      if self.as_of is None or mdt_point(i) <= self.as_of)
+        if not rebuilt:
+            raise HoodieCorruptedMetadataError(
+                f"{self.data_meta.base_path}: the metadata table at {self.base_path} has no completed deltacommit "
+                f"for the latest write {latest.timestamp} (its timeline or "
+                f"{self._properties_path} is damaged, or it is out of step)")
 
     # -- the data table's listing ------------------------------------------------------------------
 
@@ -394,22 +472,30 @@ class HoodieTableMetadata:
             if not schema:
                 raise HoodieHFileError(f"{path}: no `schema` file info entry to decode the records with")
             return [decode_record(c.key, c.value, schema, path) for c in query.cells(reader)]
-        except HoodieHFileError as exc:
-            raise HoodieCorruptedMetadataError(f"metadata table base file {path} is damaged: {exc}") from exc
+        except HoodieCorruptedMetadataError:
+            raise
+        except _UNREADABLE as exc:  # HoodieHFileError, or a damaged trailer / key that does not decode
+            raise HoodieCorruptedMetadataError(f"metadata table base file {path} is damaged: {exc!r}") from exc
 
     def _merge_logs(self, file_slice: FileSlice, query: KeyQuery) -> dict[str, MetadataRecord | None]:
         """Key -> the log records merged in write order (None: deleted by the last DELETE entry for it)."""
         self.stats.log_files += len(file_slice.log_files)
+        for lf in file_slice.log_files:
+            extent = self._committed_extent(lf.path)
+            if lf.size < extent:  # cut at a block boundary: no damaged block to see, committed records gone
+                raise HoodieCorruptedMetadataError(
+                    f"metadata table log file {lf.path} is damaged: it has {lf.size} bytes, a completed commit "
+                    f"wrote {extent} (truncated)")
         selector = LogBlockSelector([lf.path for lf in file_slice.sorted_log_files()], self.valid.__contains__,
                                     latest_instant=self.as_of, storage=self.storage,
                                     committed_extent=self._committed_extent, kinds=METADATA_TABLE_BLOCKS,
-                                    stats=self.stats)
+                                    stats=self.stats, check_skipped=self._check_skipped_block(file_slice))
         merged: dict[str, MetadataRecord | None] = {}
         try:
             for ref in selector.valid_blocks():
                 try:
                     block_records = self._block_records(ref, query)
-                except (HoodieCorruptedLogError, HoodieHFileError, HoodieCorruptedMetadataError) as exc:
+                except (HoodieCorruptedLogError, *_UNREADABLE) as exc:
                     selector.corrupt(ref, str(exc))  # raises when committed records would be lost
                     continue
                 for key, record in block_records:
@@ -427,18 +513,51 @@ class HoodieTableMetadata:
             return [(r.record_key, None) for r in block.delete_records() if query.matches(r.record_key)]
         assert isinstance(block, HFileDataBlock)
         reader = block.hfile(ref.path)
-        schema = block.schema_json or reader.schema
+        # the HFile's own `schema` (inside its gzip-checked file info) is trusted over the block header's, which
+        # no checksum covers: a header schema that differs from it was damaged
+        schema = reader.schema or block.schema_json
         if not schema:
             raise HoodieCorruptedLogError(f"{ref.path}: HFILE_DATA_BLOCK at offset {block.offset} has no schema")
+        if block.schema_json and block.schema_json != schema:
+            raise HoodieCorruptedLogError(f"{ref.path}: HFILE_DATA_BLOCK at offset {block.offset} has a SCHEMA "
+                                          f"header that differs from its HFile's schema (damaged header)")
         self.stats.data_blocks += 1
         where = f"{ref.path} (block at offset {block.offset})"
         return [(c.key_str, decode_record(c.key, c.value, schema, where)) for c in query.cells(reader)]
+
+    def _check_skipped_block(self, file_slice: FileSlice) -> Callable[[LogBlockRef], None]:
+        """What tells a block about to be passed over, within the bytes a completed commit wrote, from a damaged
+        one (skipping it would silently lose committed records): an MDT holds no block types but HFILE_DATA,
+        DELETE and COMMAND blocks, so another type is a damaged type field; and in table v8+, where each log file
+        is written by the one instant its name carries, a block whose INSTANT_TIME header is another instant had
+        that header damaged."""
+        writers = {lf.path: lf.parsed.instant_time for lf in file_slice.log_files} \
+            if self.mdt_meta.table_config.timeline_layout_version >= 2 else {}
+
+        def check(ref: LogBlockRef) -> None:
+            block = ref.block
+            if block.offset >= self._committed_extent(ref.path):
+                return  # past what completed commits wrote: a failed writer's block, skipped as Hudi does
+            if block.block_type not in METADATA_TABLE_BLOCKS:
+                raise HoodieCorruptedLogError(f"{ref.path}: block at offset {block.offset} is a "
+                                              f"{block.block_type.name}, which no metadata table holds (damaged type)")
+            writer = writers.get(ref.path)
+            if writer is not None and block.instant_time != writer:
+                raise HoodieCorruptedLogError(
+                    f"{ref.path}: {block.block_type.name} at offset {block.offset} has INSTANT_TIME "
+                    f"{block.instant_time!r}, not the instant {writer} that wrote the file (damaged header)")
+        return check
 
     def _committed_extent(self, path: str) -> int:
         """How many bytes of MDT log file `path` completed MDT deltacommits wrote (their commit metadata)."""
         if self._extents is None:
             self._extents = committed_log_extents(self.mdt_meta)
         return self._extents.get(path.rsplit("/", 1)[-1], 0)
+
+
+# what a damaged HFile makes reading it raise: HoodieHFileError (and HoodieCorruptedMetadataError, from decoding a
+# record) are ValueErrors, like a trailer string or key that is not UTF-8; struct.error for a cut field
+_UNREADABLE = (ValueError, struct.error)
 
 
 def _live_entries(record: MetadataRecord | None) -> dict[str, int]:

@@ -14,7 +14,9 @@ partition enabled (`hoodie.table.metadata.partitions`) is listed through it - pa
 (`use_metadata_table`, the reader option `hoodie.metadata.enable`); storage is then not listed at all, so a file no
 commit recorded there (a stray copy) is not part of the table. The latest metadata table is read, as a
 listing is the latest.
-When it is missing or damaged the view logs a warning naming the table and why, and lists the directories.
+When it is missing or damaged the view logs a warning naming the table and why (the damaged file), and lists the
+directories: the documented fallback for a damaged metadata table (what counts as damaged:
+`storage.metadata.table_metadata`), so a damaged one never yields another set of files.
 """
 from __future__ import annotations
 
