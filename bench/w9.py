@@ -113,6 +113,25 @@ def expected(rows: pa.Table, q: Query) -> tuple[int, float]:
 
 
 # -- ours -----------------------------------------------------------------------------------------------------
+_STAGED_ROWS_PER_FILE = 500_000
+
+
+def _staged(spark, rows: pa.Table, workdir: str, name: str):
+    """`rows` as a Spark input read from parquet files under `workdir`: a large Arrow table handed to
+    createDataFrame is one local relation split into a task per core, which overflows an executor's heap at tens
+    of millions of rows (set-up, reported apart from the queries)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    staging = os.path.join(workdir, name)
+    shutil.rmtree(staging, ignore_errors=True)
+    os.makedirs(staging)
+    for i, start in enumerate(range(0, rows.num_rows, _STAGED_ROWS_PER_FILE)):
+        pq.write_table(rows.slice(start, _STAGED_ROWS_PER_FILE), os.path.join(staging, f"part-{i:05d}.parquet"))
+    return spark.read.parquet(staging)
+
+
 def run_ours(spark, workdir: str, table_type: str, cfg: W9Config, rows: pa.Table, qs: list[Query]) -> dict:
     from storage.config import HoodieConfig
     from storage.read.reader import file_slices_to_read
@@ -121,12 +140,12 @@ def run_ours(spark, workdir: str, table_type: str, cfg: W9Config, rows: pa.Table
     path = os.path.join(workdir, f"hudi_{table_type}")
     opts = hudi_options(table_type, cfg)
     started = time.perf_counter()
-    spark.createDataFrame(rows.to_pandas()).write.format("hudi").options(**opts) \
+    _staged(spark, rows, workdir, f"input_{table_type}").write.format("hudi").options(**opts) \
         .option("hoodie.datasource.write.operation", "bulk_insert").mode("append").save(path)
     if table_type == "mor":  # 1% of the keys, spread: a log in most file groups
         updates = rows.take(np.arange(0, cfg.rows, 100))
         updates = updates.set_column(1, "ts", pa.array(np.ones(updates.num_rows, dtype=np.int64)))
-        spark.createDataFrame(updates.to_pandas()).write.format("hudi").options(**opts) \
+        _staged(spark, updates, workdir, f"updates_{table_type}").write.format("hudi").options(**opts) \
             .option("hoodie.datasource.write.operation", "upsert").mode("append").save(path)
     setup = time.perf_counter() - started
     meta = HoodieTableMetaClient.load(path)
