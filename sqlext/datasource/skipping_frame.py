@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 
 import sqlglot
-from pyspark.errors import AnalysisException
 from pyspark.sql import SparkSession
 from pyspark.sql.classic.dataframe import DataFrame
 
@@ -47,11 +46,12 @@ class HoodieDataFrame(DataFrame):
         from storage.read.predicates import conjunction
 
         path, config, state, loaded = self._hoodie_read
-        portable = _portable(self, loaded, condition)
-        if portable is None:
+        found = _portable(self, loaded, condition)
+        if found is None:
             return super().filter(condition)  # Spark's own error
+        portable, sql = found
         conditions = self._hoodie_conditions + (portable,)
-        predicate = condition_predicate(self, portable)
+        predicate = _predicate(sql, self.columns)
         # a table that changed since the load would be read at another snapshot than this frame's: no skipping
         if predicate is None or _table_state(self.sparkSession, path, config) != state:
             return self._of(super().filter(portable), self._hoodie_read, conditions, self._hoodie_predicates)
@@ -64,33 +64,31 @@ class HoodieDataFrame(DataFrame):
     where = filter
 
 
-def _portable(frame: DataFrame, loaded: DataFrame, condition):
-    """`condition` in a form that applies to every re-read of the table: a Column bound to a frame's attributes
-    (`df["id"] < 3`, of the loaded frame or of `frame`) as the SQL Spark's analysis spells it; a condition whose SQL
-    does not parse back (a Python UDF) as it is; None when it does not apply to `frame` at all."""
+def _portable(frame: DataFrame, loaded: DataFrame, condition) -> tuple[object, str | None] | None:
+    """(`condition` in a form that applies to every re-read of the table, its SQL as Spark's analysis spells it
+    over `frame`), or None when it does not apply to `frame` at all. A Column bound to a frame's attributes
+    (`df["id"] < 3`, of the loaded frame or of `frame`) becomes that SQL; one whose SQL does not parse back (a
+    Python UDF) stays as it is."""
     if isinstance(condition, str):
-        return condition
+        sql = _analyzed_sql(frame, condition)
+        return (condition, sql) if sql is not None else None
     for source in (frame, loaded):
         sql = _analyzed_sql(source, condition)
-        if sql is not None and _resolves(frame, sql):
-            return sql
-    return condition if _resolves(frame, condition) else None
-
-
-def _resolves(frame: DataFrame, condition) -> bool:
-    try:
-        DataFrame.filter(frame, condition)
-        return True
-    except AnalysisException:
-        return False
+        if sql is not None:
+            spelled = _analyzed_sql(frame, sql)
+            if spelled is not None:
+                return sql, spelled
+    sql = _analyzed_sql(frame, condition)
+    return (condition, sql) if sql is not None else None
 
 
 def _analyzed_sql(frame: DataFrame, condition) -> str | None:
-    """`condition` as Spark's analysis spells it over `frame` (column names, not the frame's attribute ids)."""
+    """`condition` as Spark's analysis spells it over `frame` (column names, not the frame's attribute ids); None
+    when it does not resolve there."""
     try:
         plan = DataFrame.filter(frame, condition)._jdf.queryExecution().analyzed()
         return plan.condition().sql() if plan.nodeName() == "Filter" else None
-    except Exception:  # noqa: BLE001 - only a fallback for re-applying the condition
+    except Exception:  # noqa: BLE001 - a condition that does not resolve here
         return None
 
 
@@ -101,17 +99,16 @@ def _table_state(spark: SparkSession, path: str, config: HoodieConfig):
     return HoodieTableMetaClient.load_in_session(spark, path, config).timeline.completed().last()
 
 
-def condition_predicate(frame: DataFrame, condition) -> Predicate | None:
-    """`condition` (SQL text or a Column) over `frame` as a storage predicate, or None. Translated from Spark's
-    analysis of the filter, whose SQL spells every coercion (a cast on the column leaves that part untranslated)."""
+def _predicate(sql: str | None, columns: list[str]) -> Predicate | None:
+    """A filter's analyzed SQL (which spells every coercion: a cast on the column leaves that part untranslated)
+    as a storage predicate, or None."""
     from sqlext.sql.pruning import data_filter
 
-    try:
-        plan = DataFrame.filter(frame, condition)._jdf.queryExecution().analyzed()
-        if plan.nodeName() != "Filter":
-            return None
-        tree = sqlglot.parse_one(plan.condition().sql(), dialect="spark")
-    except Exception as exc:  # noqa: BLE001 - an untranslatable condition only means no skipping
-        log.debug("no data skipping for %r: %s", condition, exc)
+    if sql is None:
         return None
-    return data_filter(tree, frame.columns, set(), True)
+    try:
+        tree = sqlglot.parse_one(sql, dialect="spark")
+    except Exception as exc:  # noqa: BLE001 - an untranslatable condition only means no skipping
+        log.debug("no data skipping for %r: %s", sql, exc)
+        return None
+    return data_filter(tree, columns, set(), True)

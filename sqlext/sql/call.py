@@ -303,6 +303,16 @@ class ProcedureCall:
         ref = self.table_ref(args.get("table"), args.get("path"))
         return HoodieTableMetaClient.load(ref.path)
 
+    def run(self, fn, *args, **kwargs):
+        """`fn(*args, **kwargs)`; a storage error becomes the CALL's error (position, statement), the table
+        unchanged."""
+        from storage.exception import HoodieError
+
+        try:
+            return fn(*args, **kwargs)
+        except HoodieError as exc:
+            raise self.error(str(exc)) from exc
+
     def writer_config(self, meta):
         """What a procedure that changes the table runs with: the table's properties and the session's
         `SET hoodie.*` (so a session with `hoodie.metadata.enable=true` keeps the metadata table in step, or

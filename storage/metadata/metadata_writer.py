@@ -585,12 +585,13 @@ class MetadataWriter:
         for partition in MAINTAINED:
             if not records.get(partition) or partition not in self.settings.partitions:
                 continue
-            groups = self._file_groups(partition)
-            next_logs = self._next_v6_logs(partition) if self.v6 else {}
+            latest = self._latest_files(partition)
+            groups = sorted(latest)  # in index order: the key hash picks among them
             for fg, group_records in zip(groups, by_file_group(records[partition], len(groups))):
                 if group_records:
+                    base, version, token = latest[fg]
                     written.append(self._write_log_file(partition, fg, instant, group_records, len(written),
-                                                        next_logs.get(fg)))
+                                                        (base, version + 1, token) if self.v6 else None))
         metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
         crash_point("metadata.before_commit")
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
@@ -610,27 +611,23 @@ class MetadataWriter:
                                   token or make_write_token(ordinal, 0, ordinal), [block])
         return _Written(partition, fg, new.name, new.size, len(records))
 
-    def _next_v6_logs(self, partition: str) -> dict[str, tuple[str, int, str | None]]:
-        """File id -> (base instant of its latest slice, the next log version there, the token of its latest log
-        file or None) - where a version 6 deltacommit writes (Hudi 1.x: a new version, the latest log's token)."""
+    def _latest_files(self, partition: str) -> dict[str, tuple[str, int, str | None]]:
+        """File id -> (base instant of its latest slice, its latest log version there (0: none), that log's write
+        token) of an MDT partition, from one listing: its file groups, and where a version 6 deltacommit writes
+        (Hudi 1.x: the next version, with the latest log's token)."""
         latest: dict[str, tuple[str, int, str | None]] = {}
         for info in self.storage.list_dir(f"{self.base_path}/{partition}"):
             base, log_name = parse_base_file_name(info.name), parse_log_file_name(info.name)
-            entry = (base.instant_time, 0, None) if base else \
-                (log_name.instant_time, log_name.version, log_name.write_token) if log_name else None
-            if entry is None:
+            if base is not None:
+                fg, entry = base.file_id, (base.instant_time, 0, None)
+            elif log_name is not None:
+                fg, entry = log_name.file_id, (log_name.instant_time, log_name.version, log_name.write_token)
+            else:
                 continue
-            fg = base.file_id if base else log_name.file_id
             known = latest.get(fg)
             if known is None or entry[:2] > known[:2]:
                 latest[fg] = entry
-        return {fg: (b, v + 1, token) for fg, (b, v, token) in latest.items()}
-
-    def _file_groups(self, partition: str) -> list[str]:
-        """The file group ids of an MDT partition, in index order (the key hash picks among them)."""
-        names = [i.name for i in self.storage.list_dir(f"{self.base_path}/{partition}") if not i.is_dir]
-        ids = {p.file_id for p in (parse_base_file_name(n) or parse_log_file_name(n) for n in names) if p}
-        return sorted(ids)
+        return latest
 
     # -- rollback ------------------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Removing a table's metadata table (`.hoodie/metadata`): what a writer or table service running with
 `hoodie.metadata.enable=false` (this engine's default) does before it changes the table - as Hudi does for a writer
 with the metadata table disabled - because Java, Trino and hudi-rs list a table through the metadata table's
-`files` partition and would miss every file written after it went stale; and CALL delete_metadata_table. Writers with it enabled keep it in step instead (`storage.metadata.metadata_writer`).
+`files` partition and would miss every file written after it went stale; and CALL delete_metadata_table. Writers
+with it enabled keep it in step instead (`storage.metadata.metadata_writer`).
 
 Order, so that no reader ever trusts a stale index: `hoodie.table.metadata.partitions` (and its `.inflight`
 list) is cleared first - readers use the metadata table only for the partitions listed there - then the folder

@@ -98,16 +98,11 @@ def _by_partition(listing: FileListing, base_path: str) -> dict[str, dict[str, i
 
 
 def _timed(call, action: str, fn) -> list[tuple]:
-    """`fn()` as a CALL (a storage error becomes the CALL's error, the table unchanged), with Hudi's result line."""
+    """`fn()` as a CALL (`call.run`), with Hudi's result line."""
     import time
 
-    from storage.exception import HoodieError
-
     started = time.monotonic()
-    try:
-        path = fn()
-    except HoodieError as exc:
-        raise call.error(str(exc)) from exc
+    path = call.run(fn)
     return [(f"{action} Metadata Table in {path} (duration={time.monotonic() - started:.3f}secs)",)]
 
 
@@ -136,16 +131,12 @@ def init_metadata_table(call, args):
            "remove the metadata table of each comma-separated table (writers with the metadata table enabled "
            "build it again)")
 def delete_metadata_table(call, args):
-    from storage.exception import HoodieError
     from storage.table_service.metadata_table_admin import delete_metadata_table as delete
 
     removed = []
     for table in [t.strip() for t in str(args["table"]).split(",") if t.strip()]:
         meta = call.meta_client({**args, "table": table})
-        try:
-            path = delete(meta.base_path, call.writer_config(meta))
-        except HoodieError as exc:
-            raise call.error(str(exc)) from exc
+        path = call.run(delete, meta.base_path, call.writer_config(meta))
         if path is not None:
             removed.append(path)
     return [(f"Deleted Metadata Table at '{','.join(removed)}'",)]

@@ -4,7 +4,6 @@ engine wrote in Hadoop's hash order, so that Java Hudi's bloom index finds every
 from __future__ import annotations
 
 from sqlext.sql.procedures.registry import optional, procedure
-from storage.exception import HoodieError
 
 
 @procedure("repair_bloom_filters",
@@ -16,10 +15,7 @@ def repair_bloom_filters(call, args):
 
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = call.meta_client(args)
-    try:
-        repaired = repair(meta, dry_run=args["dry_run"])
-    except HoodieError as exc:
-        raise call.error(str(exc)) from exc
+    repaired = call.run(repair, meta, dry_run=args["dry_run"])
     call.resolver.refresh(ref)
     action = "would rewrite" if args["dry_run"] else "rewritten"
     return [(r.partition_path, r.file_name, r.keys, action) for r in repaired]

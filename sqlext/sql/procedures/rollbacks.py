@@ -124,13 +124,9 @@ def rollback_to_instant(call, args):
 
 def _restore_before(call, meta, target):
     """Roll back `target` and every later instant: a restore to the completed commit before it."""
-    from storage.exception import HoodieError
     from storage.table_service.restore import restore_to_instant
 
     earlier = [i.timestamp for i in meta.timeline.completed().write_timeline() if i.timestamp < target.timestamp]
     if not earlier:
         raise call.error(f"commit {target.timestamp} is the first commit of the active timeline: nothing to restore to")
-    try:
-        return restore_to_instant(meta, earlier[-1])
-    except HoodieError as exc:
-        raise call.error(str(exc)) from exc
+    return call.run(restore_to_instant, meta, earlier[-1])

@@ -15,7 +15,6 @@ import logging
 from sqlext.sql.procedures._timeline import files_inserted, files_updated, newest_first, state_transition_time, total
 from sqlext.sql.procedures.registry import optional, procedure, required
 from storage.config import ArchivalConfigKeys as AK, CleanConfigKeys as CLK, HoodieConfig
-from storage.exception import HoodieError
 
 log = logging.getLogger(__name__)
 
@@ -28,14 +27,6 @@ def _service_config(call, meta, given: dict, text: str | None) -> HoodieConfig:
     from sqlext.sql.procedures.compaction import procedure_options
 
     return meta.table_config.with_options(HoodieConfig.of(given, procedure_options(call, text)))
-
-
-def _run(call, fn, *args, **kwargs):
-    """A storage error becomes the CALL's error (position, statement), the table unchanged."""
-    try:
-        return fn(*args, **kwargs)
-    except HoodieError as exc:
-        raise call.error(str(exc)) from exc
 
 
 @procedure("run_clean",
@@ -59,7 +50,7 @@ def run_clean(call, args):
              CLK.TRIGGER_STRATEGY.key: args.get("trigger_strategy"),
              CLK.MAX_COMMITS.key: args.get("trigger_max_commits")}
     config = _service_config(call, meta, given, args.get("options"))
-    outcome = _run(call, clean_table, call.spark, ref.path, config, force=args.get("trigger_max_commits") is None)
+    outcome = call.run(clean_table, call.spark, ref.path, config, force=args.get("trigger_max_commits") is None)
     call.resolver.refresh(ref)
     made = {outcome.instant, *outcome.finished}
     rows = [(c["startCleanTime"], c["timeTakenInMillis"], c["totalFilesDeleted"], c["earliestCommitToRetain"],
@@ -113,7 +104,7 @@ def archive_commits(call, args):
     meta = call.meta_client(args)
     given = {AK.MIN_COMMITS_TO_KEEP.key: args.get("min_commits"), AK.MAX_COMMITS_TO_KEEP.key: args.get("max_commits"),
              CLK.COMMITS_RETAINED.key: args.get("retain_commits")}
-    _run(call, archive, meta, _service_config(call, meta, given, args.get("options")))
+    call.run(archive, meta, _service_config(call, meta, given, args.get("options")))
     return [(0,)]
 
 
@@ -147,7 +138,7 @@ def create_savepoint(call, args):
     from storage.table_service.savepoint import create_savepoint as create
 
     meta = call.meta_client(args)
-    _run(call, create, meta, str(args["commit_time"]).strip(), args["user"] or None, args["comments"],
+    call.run(create, meta, str(args["commit_time"]).strip(), args["user"] or None, args["comments"],
          config=call.writer_config(meta))
     return [(True,)]
 
@@ -164,7 +155,7 @@ def show_savepoints(call, args):
 def delete_savepoint(call, args):
     from storage.table_service.savepoint import delete_savepoint as delete
 
-    _run(call, delete, call.meta_client(args), str(args["instant_time"]).strip())
+    call.run(delete, call.meta_client(args), str(args["instant_time"]).strip())
     return [(True,)]
 
 
@@ -176,6 +167,6 @@ def rollback_to_savepoint(call, args):
 
     ref = call.table_ref(args.get("table"), args.get("path"))
     meta = call.meta_client(args)
-    _run(call, restore_to_savepoint, meta, str(args["instant_time"]).strip(), config=call.writer_config(meta))
+    call.run(restore_to_savepoint, meta, str(args["instant_time"]).strip(), config=call.writer_config(meta))
     call.resolver.refresh(ref)
     return [(True,)]

@@ -20,17 +20,13 @@ _OUTPUT = ("result boolean, from_version int, to_version int, steps string, acti
 
 
 def _run(call, args, upgrade: bool):
-    from storage.exception import HoodieError
     from storage.table_service.upgrade_downgrade import downgrade_table, upgrade_table
 
     if not args.get("to_version"):
         raise call.error("to_version is required (SIX, EIGHT or NINE)")
     ref = call.table_ref(args.get("table"), args.get("path"))
     fn = upgrade_table if upgrade else downgrade_table
-    try:
-        done = fn(ref.path, args["to_version"], call.spark)
-    except HoodieError as exc:
-        raise call.error(str(exc)) from exc
+    done = call.run(fn, ref.path, args["to_version"], call.spark)
     call.resolver.refresh(ref)
     return [(True, done.from_version, done.to_version, ",".join(done.steps), done.active_instants,
              done.archived_actions, done.log_files_renamed)]

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig
 from storage.table_service import metadata_table_services as services
 from storage.metadata.metadata_restore import MetadataTableRestore
@@ -23,7 +22,7 @@ from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.restore import restore_to_savepoint
 from storage.table_service.savepoint import create_savepoint
-from test_metadata_table_services import COLUMNS, _expected, _mdt, _options, _rows, _write, check_listing
+from test_metadata_table_services import _expected, _mdt, _options, _write, check_listing, check_reads
 
 # no archival on either table: the MDT keeps the compaction before the savepoint, so it can be restored to it
 _KEEP_ALL = {"hoodie.keep.min.commits": "20", "hoodie.keep.max.commits": "30"}
@@ -66,12 +65,7 @@ def check_in_step(spark, base: Path, expected: list[tuple]) -> None:
                  for n in [*([s.base_file.name] if s.base_file else []), *(lf.name for lf in s.log_files)]}
         fares = [s for s in metadata.column_stats(partition_path=partition, columns=["fare"]) if s.file_name in names]
         assert (stats.min_value, stats.max_value) == (min(s.min_value for s in fares), max(s.max_value for s in fares))
-    assert _rows(spark, base) == _rows(spark, base, **{"hoodie.metadata.enable": "false"}) == expected
-    assert arrow_rows(hudi_rs_read(str(base)), COLUMNS) == expected
-    for where in ("fare >= 2.0", "id = 101"):
-        skipped = spark_rows(spark.read.format("hudi").load(str(base)).where(where), COLUMNS)
-        assert skipped == spark_rows(spark.read.format("hudi").option("hoodie.enable.data.skipping", "false")
-                                     .load(str(base)).where(where), COLUMNS)
+    check_reads(spark, base, expected, ("fare >= 2.0", "id = 101"))
 
 
 @pytest.fixture(scope="module")

@@ -73,6 +73,17 @@ def check_listing(spark, base: Path) -> None:
     assert spark.sql(f"CALL validate_metadata_table_files(table => 'hudi.`{base}`')").collect() == []
 
 
+def check_reads(spark, base: Path, expected: list[tuple], wheres: tuple[str, ...]) -> None:
+    """Reads through the MDT, without it and in hudi-rs give `expected`; each of `wheres` reads the same rows with
+    data skipping as without."""
+    assert _rows(spark, base) == _rows(spark, base, **{"hoodie.metadata.enable": "false"}) == expected
+    assert arrow_rows(hudi_rs_read(str(base)), COLUMNS) == expected
+    for where in wheres:
+        skipped = spark_rows(spark.read.format("hudi").load(str(base)).where(where), COLUMNS)
+        assert skipped == spark_rows(spark.read.format("hudi").option("hoodie.enable.data.skipping", "false")
+                                     .load(str(base)).where(where), COLUMNS)
+
+
 # ----------------------------------------------------------------------------------------------- options
 
 

@@ -20,7 +20,7 @@ from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.restore import restore_to_savepoint
 from storage.table_service.savepoint import create_savepoint
-from test_metadata_table_services import COLUMNS, _expected, _rows, _write
+from test_metadata_table_services import _expected, _write, check_reads
 
 V6_OPTIONS = {"hoodie.write.table.version": "6", "hoodie.metadata.index.partition.stats.enable": "true"}
 _LAYOUT_1 = re.compile(r"^(\d{17,20})\.(deltacommit|commit|compaction|clean|rollback|restore)(\.requested|\.inflight)?$")
@@ -43,12 +43,7 @@ def _mdt_timeline(base: Path) -> list[str]:
 
 
 def _check_reads(spark, base: Path, expected: list[tuple]) -> None:
-    assert _rows(spark, base) == _rows(spark, base, **{"hoodie.metadata.enable": "false"}) == expected
-    assert arrow_rows(hudi_rs_read(str(base)), COLUMNS) == expected
-    for where in ("fare >= 3.0", "id = 101"):
-        skipped = spark_rows(spark.read.format("hudi").load(str(base)).where(where), COLUMNS)
-        assert skipped == spark_rows(spark.read.format("hudi").option("hoodie.enable.data.skipping", "false")
-                                     .load(str(base)).where(where), COLUMNS)
+    check_reads(spark, base, expected, ("fare >= 3.0", "id = 101"))
 
 
 def _in_step(spark, base: Path) -> None:
