@@ -61,3 +61,24 @@ def column_stats_columns(meta: HoodieTableMetaClient) -> tuple[str, ...] | None:
     """The columns the table's column_stats definition names, or None (no definition)."""
     definition = index_definitions(meta).get(COLUMN_STATS_INDEX)
     return definition.source_fields or None if definition is not None else None
+
+
+RECORD_INDEX = "record_index"
+SECONDARY_INDEX_TYPE = "secondary_index"
+SECONDARY_INDEX_PREFIX = "secondary_index_"
+_IDENTITY = ("", "identity")
+
+
+def secondary_index_definitions(meta: HoodieTableMetaClient) -> dict[str, IndexDefinition]:
+    """The table's secondary indexes by MDT partition name (`secondary_index_<name>`): those over one column as
+    it is stored (function identity) - an expression index's keys are a function's values, not the column's."""
+    return {name: d for name, d in index_definitions(meta).items()
+            if d.index_type == SECONDARY_INDEX_TYPE and d.index_function in _IDENTITY and len(d.source_fields) == 1}
+
+
+def record_index_is_partitioned(meta: HoodieTableMetaClient) -> bool:
+    """Is the record index Hudi 1.1's partitioned one (`isPartitioned` option: keys unique per partition only,
+    file groups per data partition)? Readers here only know the global layout."""
+    definition = index_definitions(meta).get(RECORD_INDEX)
+    options = dict(definition.index_options) if definition is not None else {}
+    return options.get("isPartitioned", "false").strip().lower() == "true"

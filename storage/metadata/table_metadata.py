@@ -440,9 +440,10 @@ class HoodieTableMetadata:
             out.update(self._read_slice(file_slice, query))
         return out
 
-    def slice_records(self, file_slice: FileSlice) -> dict[str, MetadataRecord]:
-        """Every merged record of one MDT file slice (what an MDT compaction writes into its new base file)."""
-        return self._read_slice(file_slice, ALL_KEYS)
+    def slice_records(self, file_slice: FileSlice, query: KeyQuery = ALL_KEYS) -> dict[str, MetadataRecord]:
+        """The merged records `query` selects of one MDT file slice: all of them for an MDT compaction's new base
+        file, the keys of one shard for an index lookup."""
+        return self._read_slice(file_slice, query)
 
     def _require(self, partition: str) -> None:
         if partition not in self.enabled_partitions:

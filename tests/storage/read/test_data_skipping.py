@@ -295,6 +295,24 @@ def test_may_match_follows_spark_comparisons():
     assert not may_match(And((Comparison("x", ">", 15), Comparison("x", ">", 25))), ints)
 
 
+def test_in_lists_match_as_any_of_their_equalities():
+    """IN is decided by bisecting its sorted literals: the same answer as an `=` per literal, for every kind of
+    range and literal (ints, decimals, floats, strings, dates and ISO strings, NULLs, uncomparable literals)."""
+    from storage.read.data_skipping import _compare
+
+    rng = random.Random(7)
+    ranges = [ValueRange(10, 20, 0, 5), ValueRange(0.1, 0.5, 0, 3), ValueRange(None, None, 4, 4),
+              ValueRange(Decimal("1.5"), Decimal("2.5"), 1, 4), ValueRange("b", "d", 0, 2),
+              ValueRange(dt.date(2024, 1, 1), dt.date(2024, 1, 31), 0, 9), ValueRange(None, 5, 0, 3)]
+    pools = [[5, 10, 15, 20, 21, Decimal("19.5"), 0.3, None, "15"], ["a", "b", "c", "e", None],
+             [dt.date(2023, 12, 31), dt.date(2024, 1, 15), "2024-01-10", "2024-02-01", "2024-1-31"]]
+    for _ in range(400):
+        r = rng.choice(ranges)
+        values = tuple(rng.choice(rng.choice(pools)) for _ in range(rng.randint(0, 5)))
+        naive = any(_compare(r, "=", v) for v in values)
+        assert may_match(In("x", values), {"x": r}) == naive, (r, values)
+
+
 def test_a_slice_is_judged_by_all_its_files():
     base = ValueRange(10, 20, 0, 5)
     log = ValueRange(100, 100, 0, 1)
