@@ -608,12 +608,11 @@ class MetadataConfigKeys:
     whether a writer keeps the table's metadata table (`.hoodie/metadata`) in step, and which of its partitions;
     and by readers: whether the file-system view lists files through it (storage/table/fs_view.py)."""
 
-    ENABLE = _prop("hoodie.metadata.enable", False, parse_bool,
+    ENABLE = _prop("hoodie.metadata.enable", True, parse_bool,
                    doc="writers keep the metadata table (files, column_stats, partition_stats - the last not on "
                        "table version 6) in step with every action; false removes an existing one before the "
-                       "write, as Hudi does for a writer with it disabled. Hudi's default is true; this engine's "
-                       "is false for now. On a read: whether to list the table's files through its metadata "
-                       "table, default true (READER_ENABLE)")
+                       "write, as Hudi does for a writer with it disabled (Hudi's default, true). On a read: "
+                       "whether to list the table's files through its metadata table (READER_ENABLE)")
     READER_ENABLE = _prop("hoodie.metadata.enable", True, parse_bool,
                           doc="readers (and the file listings of writers and table services, whose MDT is kept in "
                               "step or removed first) list the table's files through its metadata table's files "

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from storage.config import WRITABLE_TABLE_VERSIONS, HoodieConfig
 from storage.config import TableConfigKeys as K
-from storage.exception import HoodieTableStateError
+from storage.exception import HoodieConfigError, HoodieTableStateError
 from storage.fs_utils import META_FOLDER, TEMP_FOLDER
 from storage.io.storage import HoodieStorage
 from storage.io.storage_location import normalize_base_path
@@ -61,7 +61,8 @@ class HoodieTableMetaClient:
             raise HoodieTableNotFoundError(f"not a Hudi table: {base} has no {META_FOLDER} directory")
         config = load_table_config(storage, meta)
         if config.version not in SUPPORTED_READ_VERSIONS:
-            raise ValueError(f"table {base} has table version {config.version}; supported: {SUPPORTED_READ_VERSIONS}")
+            raise HoodieConfigError(f"table {base} has table version {config.version} ({meta}/hoodie.properties); "
+                                    f"supported: {SUPPORTED_READ_VERSIONS}")
         timeline = ActiveTimeline(storage, timeline_path(meta, config), config.timeline_layout_version)
         return cls(base, storage, config, timeline)
 

@@ -6,12 +6,16 @@ timeline layout 2 — instant files under `.hoodie/timeline/`, completed instant
 Log files get the version 8+ name too: `.<fileId>_<deltacommit that wrote it>.log.1_<token>` (version 6 names
 them after the slice's base instant; each of our writes creates its own log file, so every file has one writer).
 
+The metadata table is dropped (`hoodie.table.metadata.partitions` too): its `files` partition lists the
+version 6 log names and its own timeline is version 6's.
+
 A test helper: the shared Java fixtures have no timestamp-key-generator table of version 9.
 """
 from __future__ import annotations
 
 import json
 import os
+import shutil
 from datetime import timedelta
 from pathlib import Path
 
@@ -35,6 +39,7 @@ def to_java_v9(base: str | Path) -> Path:
     """Rewrite the table at `base` in place into its version 9 form; returns `base`."""
     meta = Path(base) / ".hoodie"
     timeline = meta / "timeline"
+    shutil.rmtree(meta / "metadata", ignore_errors=True)
     (timeline / "history").mkdir(parents=True, exist_ok=True)
     renamed = _rename_log_files(Path(base), meta)
     for entry in sorted(meta.iterdir()):
@@ -48,7 +53,7 @@ def to_java_v9(base: str | Path) -> Path:
 
 
 def v9_properties(v6: dict[str, str]) -> dict[str, str]:
-    props = {k: v for k, v in v6.items() if k not in _DROPPED}
+    props = {k: v for k, v in v6.items() if k not in _DROPPED and not k.startswith("hoodie.table.metadata.partitions")}
     keygen = v6.get("hoodie.table.keygenerator.class", "").rsplit(".", 1)[-1]
     if keygen:
         props["hoodie.table.keygenerator.type"] = _KEYGEN_TYPES[keygen]

@@ -90,7 +90,10 @@ def test_nothing_to_clean_still_lets_archival_bound_the_timeline(spark, tmp_path
 
     path = tmp_path / "append"
     opts = options("append", **{"hoodie.cleaner.commits.retained": 1, "hoodie.keep.min.commits": 2,
-                                "hoodie.keep.max.commits": 3, "hoodie.commits.archival.batch": 1})
+                                "hoodie.keep.max.commits": 3, "hoodie.commits.archival.batch": 1,
+                                # the timeline's own rules: archival also waits for the metadata table's compaction
+                                # (tests/storage/metadata/test_metadata_table_services.py)
+                                "hoodie.metadata.enable": "false"})
     state = {}
     for n in range(8):
         state = _bulk_insert(spark, path, opts, n, state)

@@ -29,7 +29,8 @@ def _opts(mor: bool) -> dict[str, str]:
             "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE",
             "hoodie.keep.min.commits": "2", "hoodie.keep.max.commits": "3", "hoodie.cleaner.commits.retained": "1",
             "hoodie.commits.archival.batch": "1", "hoodie.compact.inline": "false",
-            "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED"}  # lets MOR archival pass the last compaction
+            "hoodie.compact.inline.trigger.strategy": "TIME_ELAPSED",  # lets MOR archival pass the last compaction
+            "hoodie.metadata.compact.max.delta.commits": "1"}  # and the metadata table's (archival waits for it)
 
 
 BATCHES = [[(1, "a", 1, "p1"), (2, "b", 1, "p2"), (3, "c", 1, "p1")],

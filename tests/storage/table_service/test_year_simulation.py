@@ -21,7 +21,9 @@ DAYS = 12
 KEEP_MAX, RETAINED = 5, 2
 SERVICES = {"hoodie.cleaner.commits.retained": RETAINED, "hoodie.keep.min.commits": 3,
             "hoodie.keep.max.commits": KEEP_MAX, "hoodie.commits.archival.batch": 1, "hoodie.compact.inline": "true",
-            "hoodie.compact.inline.max.delta.commits": 3}
+            "hoodie.compact.inline.max.delta.commits": 3,
+            # the metadata table (on, Hudi's default) compacts as often: the data table's archival waits for it
+            "hoodie.metadata.compact.max.delta.commits": 3}
 
 
 @pytest.mark.parametrize("table_type,savepoint_day,beyond", [

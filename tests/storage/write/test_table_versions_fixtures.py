@@ -1,8 +1,9 @@
 """Java-written table version 8 and 9 tables, written to by us: a copy of each fixture is upserted (an existing
 key updated, a new key, a key deleted), then compacted (merge-on-read), clustered and cleaned. After each step our
-reader and hudi-rs give the same rows, equal to Java's rows with exactly our changes. A table that carried a
-metadata table loses it on our first write when the writer runs with `hoodie.metadata.enable=false` (this engine's
-default for now; tests/storage/metadata keep it in step when on), with hoodie.properties saying so."""
+reader and hudi-rs give the same rows, equal to Java's rows with exactly our changes. Our writer keeps the table's
+metadata table (`hoodie.metadata.enable`, default true; initialised on a table that had none) in step: its `files`
+partition lists exactly the committed files, and the index partitions this writer does not maintain
+(record_index, secondary indexes) leave hoodie.table.metadata.partitions."""
 from __future__ import annotations
 
 import shutil
@@ -12,6 +13,9 @@ import pytest
 from fixture_tables import fixture_names
 from hudi_oracle import META, arrow_rows, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig
+from storage.metadata.table_metadata import HoodieTableMetadata
+from storage.metadata.table_metadata_util import committed_files
+from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.clean import clean_table
 from storage.table_service.clustering import run_clustering, schedule_clustering
@@ -43,7 +47,6 @@ def test_java_v8_v9_table_written_by_us(spark, fixture_table, tmp_path, name):
     version, is_mor = meta.table_config.version, meta.table_config.is_mor
     keys = meta.table_config.record_key_fields
     ordering = meta.table_config.precombine_field
-    had_mdt = (base / ".hoodie" / "metadata").is_dir()
     java_instants = {p.name for p in (base / ".hoodie" / "timeline").iterdir()}
 
     java = _data_rows(spark, base).orderBy(*keys).collect()
@@ -74,9 +77,7 @@ def test_java_v8_v9_table_written_by_us(spark, fixture_table, tmp_path, name):
 
     meta = HoodieTableMetaClient.load(str(base))
     assert meta.table_config.version == version, "a write never changes the table version"
-    assert not (base / ".hoodie" / "metadata").exists()
-    if had_mdt:
-        assert not meta.table_config.props.get("hoodie.table.metadata.partitions")
+    _check_listing(meta)
 
     if is_mor:
         instant = schedule_compaction(str(base))
@@ -93,3 +94,12 @@ def test_java_v8_v9_table_written_by_us(spark, fixture_table, tmp_path, name):
     assert ours and all(p.read_bytes()[:4] == b"Obj\x01" for p in ours if p.stat().st_size)
     completed = [p.name for p in ours if not p.name.endswith((".requested", ".inflight"))]
     assert completed and all("_" in n.split(".")[0] for n in completed), completed
+    _check_listing(HoodieTableMetaClient.load(str(base)))
+
+
+def _check_listing(meta: HoodieTableMetaClient) -> None:
+    partitions = meta.table_config.props.get("hoodie.table.metadata.partitions", "").split(",")
+    assert "files" in partitions and not any(p == "record_index" or p.startswith("secondary_index_")
+                                             for p in partitions)
+    listed = {p: f for p, f in committed_files(FileSystemView(meta, use_metadata_table=False)).items() if f}
+    assert HoodieTableMetadata(meta).files_in_partitions(sorted(listed)) == listed
