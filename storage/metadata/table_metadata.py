@@ -432,6 +432,20 @@ class HoodieTableMetadata:
             self._slices[partition] = [s for s in slices if s is not None]
         return self._slices[partition]
 
+    def file_stats(self) -> dict[str, int]:
+        """Sizes and counts of each enabled MDT partition's latest slices, as Hudi's HoodieBackedTableMetadata.stats
+        names them (`<partition>.totalBaseFileSizeInBytes`, `.totalLogFileSizeInBytes`, `.baseFileCount`,
+        `.logFileCount`)."""
+        out: dict[str, int] = {}
+        for partition in self.enabled_partitions:
+            slices = self.file_slices(partition)
+            bases = [s.base_file for s in slices if s.base_file is not None]
+            logs = [lf for s in slices for lf in s.log_files]
+            out.update({f"{partition}.totalBaseFileSizeInBytes": sum(b.size for b in bases),
+                        f"{partition}.totalLogFileSizeInBytes": sum(lf.size for lf in logs),
+                        f"{partition}.baseFileCount": len(bases), f"{partition}.logFileCount": len(logs)})
+        return out
+
     def read_records(self, partition: str, query: KeyQuery = ALL_KEYS) -> dict[str, MetadataRecord]:
         """The merged records of MDT partition `partition` that `query` selects, by key."""
         self._require(partition)

@@ -1,5 +1,5 @@
 """CALL show_metadata_table_partitions / show_metadata_table_files / show_metadata_table_column_stats /
-validate_metadata_table_files on a copy of Java's v9 table with a full metadata table: answers checked against a
+show_metadata_table_stats / validate_metadata_table_files on a copy of Java's v9 table with a full metadata table: answers checked against a
 directory listing of the committed files and the reader, a stray file found by the validation."""
 from __future__ import annotations
 
@@ -48,6 +48,33 @@ def test_show_metadata_table_column_stats(hudi_sql, table):
     assert rows and {r[1] for r in rows} == {"txn_id"}
     assert {r[0] for r in rows} <= set(listed[partition])
     assert all(r[2] is not None and r[2] <= r[3] and r[4] == 0 for r in rows)
+
+
+def test_show_metadata_table_stats(hudi_sql, table):
+    """Per MDT partition: its latest base files (one per file group, the newest HFile on disk) and a log count and
+    size bounded by the partition directory's."""
+    base, _ = table
+    rows = dict(_call(hudi_sql, f"CALL show_metadata_table_stats(table => 'hudi.`{base}`')"))
+    props = HoodieTableMetaClient.load(str(base)).table_config.props
+    partitions = props["hoodie.table.metadata.partitions"].split(",")
+    assert set(rows) == {f"{p}.{k}" for p in partitions for k in ("totalBaseFileSizeInBytes",
+                                                                   "totalLogFileSizeInBytes", "baseFileCount",
+                                                                   "logFileCount")}
+    for partition in partitions:
+        directory = base / ".hoodie" / "metadata" / partition
+        newest: dict[str, tuple[str, int]] = {}
+        for f in directory.glob("*.hfile"):
+            file_id, instant = f.name.split("_")[0], f.stem.rsplit("_", 1)[-1]
+            if file_id not in newest or instant > newest[file_id][0]:
+                newest[file_id] = (instant, f.stat().st_size)
+        assert int(rows[f"{partition}.baseFileCount"]) == len(newest), partition
+        assert int(rows[f"{partition}.totalBaseFileSizeInBytes"]) == sum(size for _, size in newest.values())
+        logs = list(directory.glob(".*.log.*"))
+        assert 0 <= int(rows[f"{partition}.logFileCount"]) <= len(logs)
+        assert 0 <= int(rows[f"{partition}.totalLogFileSizeInBytes"]) <= sum(f.stat().st_size for f in logs)
+    only_files = _call(hudi_sql, f"CALL show_metadata_table_stats(table => 'hudi.`{base}`', "
+                                 f"filter => \"stat_key LIKE 'files.%'\")")
+    assert sorted(only_files) == sorted((k, v) for k, v in rows.items() if k.startswith("files."))
 
 
 def test_validate_metadata_table_files_finds_a_stray_file(hudi_sql, table):

@@ -1,5 +1,5 @@
 """create_metadata_table, init_metadata_table, delete_metadata_table, show_metadata_table_partitions,
-show_metadata_table_files, show_metadata_table_column_stats,
+show_metadata_table_files, show_metadata_table_column_stats, show_metadata_table_stats,
 validate_metadata_table_files: what a table's metadata table (`.hoodie/metadata`) records, with Hudi's parameters
 and outputs, and how its `files` partition compares with a listing of the directories."""
 from __future__ import annotations
@@ -58,6 +58,15 @@ def show_metadata_table_column_stats(call, args):
     partition = (args["partition"] or "").strip("/") or None
     stats = _read(call, lambda: reader.column_stats(partition, columns))
     return [(s.file_name, s.column_name, _text(s.min), _text(s.max), s.null_count) for s in stats]
+
+
+@procedure("show_metadata_table_stats", [required("table", "string"), optional("filter", "string", "")],
+           "stat_key string, stat_value string",
+           "sizes and counts of the base and log files of each metadata-table partition's latest slices")
+def show_metadata_table_stats(call, args):
+    reader = _reader(call, args)
+    rows = [(key, str(value)) for key, value in sorted(_read(call, reader.file_stats).items())]
+    return call.filtered(call.to_frame(rows), args["filter"])
 
 
 def _text(value: Any) -> str | None:
