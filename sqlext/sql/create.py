@@ -74,7 +74,10 @@ def _plan_index(ctx, node: exp.Create) -> DataFrame:
     idx = node.this
     params = idx.args.get("params")
     nodes = [o.this for o in (params.args.get("columns") or [])] if params else []
-    return index_stmt.accept(ctx, idx.name, idx.args["table"], [n.name for n in nodes], nodes)
+    using = params.args.get("using") if params else None
+    return index_stmt.accept(ctx, idx.name, idx.args["table"], [n.name for n in nodes], nodes,
+                             index_type=using.name if using is not None else None,
+                             if_not_exists=bool(node.args.get("exists")))
 
 
 def plan(ctx, node: exp.Create) -> DataFrame:

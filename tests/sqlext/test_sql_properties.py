@@ -78,13 +78,38 @@ def test_create_and_drop_index_are_accepted_without_effect(hudi_sql, seeded, cap
     before = _instants(path)
     caplog.set_level(logging.WARNING)
     hudi_sql.sql("CREATE INDEX name_idx ON t (name)")
-    hudi_sql.sql("CREATE INDEX IF NOT EXISTS price_idx ON t USING column_stats (price, ts) OPTIONS (a = 'b')")
+    hudi_sql.sql("CREATE INDEX IF NOT EXISTS price_idx ON t USING column_stats (price) OPTIONS (expr = 'identity')")
     hudi_sql.sql("DROP INDEX name_idx ON t")
     warned = [r.getMessage() for r in caplog.records if "no effect" in r.getMessage()]
     assert len(warned) == 3 and "price_idx on default.t" in warned[1] and "name_idx on default.t" in warned[2]
     assert _instants(path) == before and _by_id(path) == {r[0]: r[1] for r in SEED_ROWS}
     with pytest.raises(HoodieSqlError, match="'nope' is not a column of default.t"):
         hudi_sql.sql("CREATE INDEX bad_idx ON t USING column_stats (nope) OPTIONS (a = 'b')")
+
+
+def test_create_index_refuses_what_hudi_refuses(hudi_sql, seeded, fixtures_cache, tmp_path):
+    """Java Hudi's CREATE INDEX rules, each a clear error naming the index and the table, nothing written."""
+    from fixture_tables import copy_fixture
+
+    path = seeded("t")
+    before = _instants(path)
+    refused = {
+        "CREATE INDEX i ON t USING hash_index (name)": "index type hash_index is not supported",
+        "CREATE INDEX idx ON t USING record_index (id)": "a record index must be named record_index",
+        "CREATE INDEX record_index ON t USING record_index (name)": "a record index is over the record key fields \\(id\\), not name",
+        "CREATE INDEX i ON t USING secondary_index (name, price)": "over exactly one column, not 2",
+        "CREATE INDEX i ON t (name, price)": "a secondary_index index is over exactly one column",
+        "CREATE INDEX i ON t USING bloom_filters (name)": "expression index: give OPTIONS \\(expr",
+    }
+    for statement, message in refused.items():
+        with pytest.raises(HoodieSqlError, match=f"CREATE INDEX \\w+ on default.t: .*{message}"):
+            hudi_sql.sql(statement)
+    hudi_sql.sql("CREATE INDEX record_index ON t (id)")  # the key fields: Hudi's record index, accepted
+    assert _instants(path) == before
+    java = copy_fixture("sample_cow_v9_txns_simple_meta", fixtures_cache, tmp_path)  # index.json has merchant_idx
+    with pytest.raises(HoodieSqlError, match="CREATE INDEX merchant_idx on .*: index already exists"):
+        hudi_sql.sql(f"CREATE INDEX merchant_idx ON hudi.`{java}` (merchant_name)")
+    hudi_sql.sql(f"CREATE INDEX IF NOT EXISTS merchant_idx ON hudi.`{java}` USING secondary_index (merchant_name)")
 
 
 def test_tblproperties_typo_warns_and_strict_rejects(hudi_sql, caplog):
