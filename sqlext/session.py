@@ -145,9 +145,12 @@ def client_session(spark: SparkSession) -> SparkSession:
     """A new session on `spark`'s SparkContext, catalog and metastore, with its own current database, SQL
     settings and temporary views (what Spark's Thrift server gives each client: `newSession()`), and its own
     Hudi SQL front end whose resolver follows that session's current database."""
+    from sqlext.datasource import register
     from sqlext.sql import install
 
-    child = spark.newSession()
+    # a new session starts with no Python data sources: Spark reaches `hudi` itself when it expands a stored
+    # view over a Hudi table
+    child = register(spark.newSession())
     catalog = getattr(spark, "_sqlext_catalog", None)
     if catalog is None:
         install(child)

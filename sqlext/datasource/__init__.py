@@ -11,6 +11,8 @@
 """
 from __future__ import annotations
 
+import contextlib
+
 from pyspark.sql import SparkSession
 
 from sqlext.datasource.routing import HUDI_FORMATS, install  # noqa: F401
@@ -22,5 +24,23 @@ def register(spark: SparkSession) -> SparkSession:
     from sqlext.datasource.hoodie_data_source import HoodieDataSource
 
     install()
-    spark.dataSource.register(HoodieDataSource)
+    with _active(spark):
+        spark.dataSource.register(HoodieDataSource)
     return spark
+
+
+@contextlib.contextmanager
+def _active(spark: SparkSession):
+    """`spark` as the JVM's active session for the block. Spark checks a new data source's name against the
+    ACTIVE session's data sources: registering in a `newSession()` child (its own, empty list) while its parent is
+    active fails with DATA_SOURCE_ALREADY_EXISTS, and the child then cannot read Hudi catalog tables."""
+    sessions = spark._jvm.org.apache.spark.sql.classic.SparkSession
+    previous = sessions.getActiveSession()
+    sessions.setActiveSession(spark._jsparkSession)
+    try:
+        yield
+    finally:
+        if previous.isDefined():
+            sessions.setActiveSession(previous.get())
+        else:
+            sessions.clearActiveSession()

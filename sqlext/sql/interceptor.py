@@ -17,7 +17,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sqlglot import exp
 from sqlglot.errors import ParseError
 
-from sqlext.sql import alter, call, create, delete, drop, index, insert, merge, query, show, truncate, update
+from sqlext.sql import alter, call, create, delete, drop, index, insert, merge, query, show, truncate, update, view
 from sqlext.sql.assign import spark_column, spark_message
 from sqlext.sql.context import PlanContext
 from sqlext.sql.errors import HoodieSqlError
@@ -63,6 +63,7 @@ DELETE = Planner("DELETE", delete.matches, delete.plan, writes=True)
 DROP = Planner("DROP TABLE", drop.matches, drop.plan, writes=True)
 USE = Planner("USE", _use_matches, _use_plan)
 QUERY = Planner("query", query.matches, query.plan)
+VIEW = Planner("CREATE VIEW", view.matches, view.plan)
 ALTER = Planner("ALTER TABLE", alter.matches, alter.plan, writes=True)
 TRUNCATE = Planner("TRUNCATE TABLE", truncate.matches, truncate.plan, writes=True)
 DESCRIBE = Planner("DESCRIBE", show.describe_matches, show.describe_plan)
@@ -70,7 +71,7 @@ DROP_INDEX = Planner("DROP INDEX", index.drop_matches, index.drop_plan, writes=T
 
 # statement type -> planners tried in order; the first whose `matches` says yes runs the statement
 PLANNERS: dict[type[exp.Expression], tuple[Planner, ...]] = {
-    exp.Create: (CREATE, QUERY),
+    exp.Create: (CREATE, VIEW, QUERY),  # VIEW: persistent views; temporary ones are QUERY's
     exp.Insert: (INSERT, QUERY),
     exp.Merge: (MERGE,),
     exp.Update: (UPDATE,),

@@ -1,6 +1,6 @@
 """Statements Spark runs itself once their Hudi table references read temp views: SELECT (CTEs, joins,
-subqueries, set operations), INSERT into a non-Hudi table from Hudi data, CREATE VIEW / non-Hudi CTAS over
-Hudi tables, DESCRIBE of a Hudi table."""
+subqueries, set operations), INSERT into a non-Hudi table from Hudi data, CREATE TEMPORARY VIEW / non-Hudi CTAS
+over Hudi tables, DESCRIBE of a Hudi table (persistent views: view.py)."""
 from __future__ import annotations
 
 from pyspark.sql import DataFrame
@@ -15,7 +15,7 @@ def matches(ctx, node: exp.Expression) -> bool:
 
 def plan(ctx, node: exp.Expression) -> DataFrame:
     if isinstance(node, exp.Create) and str(node.args.get("kind") or "").upper() == "VIEW":
-        ctx.keep_views = True  # the view reads our temp views each time it is queried
+        ctx.keep_views = True  # a temporary view reads our temp views each time it is queried
     tree = rewrite_relations(ctx, node)
     if isinstance(tree, exp.Describe) and isinstance(tree.this, exp.Table):
         tree.this.set("alias", None)  # DESCRIBE takes a bare name

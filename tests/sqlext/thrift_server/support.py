@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -118,3 +119,52 @@ def run_beeline(url: str, script: str, user: str = "beeline", password: str = "p
                            "--outputformat=csv2", "-e", script, *extra],
                           capture_output=True, text=True, timeout=timeout, env=env)
 
+
+
+# -- beeline running a script of many statements in one JVM ---------------------------------------------------
+MARKER = "sqlext_statement"
+
+
+def beeline_script(statements: list[str]) -> str:
+    """`statements` as one `beeline -f` script, each preceded by a marker query answering `stmt-<i>`: in
+    --silent mode beeline prints results and errors without the statement text, so the markers (one row each,
+    needing no privilege) tell where each statement's output starts."""
+    lines = []
+    for i, sql in enumerate(statements):
+        if ";" in sql or "\n" in sql:
+            raise ValueError(f"a beeline script statement must be one line without ';': {sql!r}")
+        lines += [f"SELECT 'stmt-{i}' AS {MARKER};", f"{sql};"]
+    lines.append(f"SELECT 'stmt-end' AS {MARKER};")
+    return "\n".join(lines) + "\n"
+
+
+def start_beeline_script(url: str, user: str, script: Path) -> subprocess.Popen:
+    """beeline running `script` as `user` (any password: the server checks none), going on after a failed
+    statement (--force), stdout and stderr merged in one stream so errors stay between their markers; its JVM on
+    JIT tier 1 only (tests/quick_jvm.py: a short client)."""
+    from quick_jvm import quick_jvm_env
+
+    env = quick_jvm_env({**client_env(), "SPARK_HOME": str(spark_home())})
+    return subprocess.Popen([str(beeline_path()), "-u", url, "-n", user, "-p", "pw", "--silent=true",
+                             "--outputformat=csv2", "--force=true", "-f", str(script)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+
+
+def beeline_outcomes(output: str, count: int) -> list[dict]:
+    """Per statement of a beeline_script run: {"error": beeline's `Error:` line} or {"rows": its csv lines}.
+    Every marker must be there (a beeline that died part-way fails here, naming what it printed)."""
+    parts = re.split(r"^stmt-(\d+|end)$", output, flags=re.MULTILINE)
+    segments = dict(zip(parts[1::2], parts[2::2]))
+    wanted = [str(i) for i in range(count)] + ["end"]
+    missing = [i for i in wanted if i not in segments]
+    assert not missing, f"beeline output lacks the markers of statements {missing}:\n{output[-4000:]}"
+    out = []
+    for i in range(count):
+        lines = [ln.strip() for ln in segments[str(i)].splitlines()]
+        # beeline prints a bare `null` after some statements (with no newline of its own): not a row
+        lines = [ln for ln in lines if ln.removeprefix("null") not in ("", MARKER)
+                 and not ln.startswith("Picked up JAVA_TOOL_OPTIONS")]
+        # stdout and stderr share the pipe: an `Error:` may follow a fragment of stdout on its line
+        error = next((ln[ln.index("Error:"):] for ln in lines if "Error:" in ln), None)
+        out.append({"error": error} if error else {"rows": lines})
+    return out

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from sqlext.server.authorization import Policy, PolicyFile, required_privileges
-from thrift_server.support import client_env, run_beeline
+from thrift_server.support import beeline_outcomes, beeline_script, client_env, start_beeline_script
 
 DB = "shop"
 
@@ -94,6 +94,50 @@ def test_grant_and_revoke_edit_the_file_and_the_server_sees_it(tmp_path):
     assert path.read_text() == "GRANT MODIFY ON shop.orders TO USER alice\n"
 
 
+# -- the matrix: one table of cases, run through PyHive and through beeline ------------------------------------
+def matrix(n: dict[str, str], located: str) -> tuple[dict[str, str], dict[str, set[str]]]:
+    """(statement by key, per user the keys the policy_server policy allows); `n`: the fixture's names,
+    `located`: the base path of the open table. Alice (analysts: SELECT on open; MODIFY on rw; ADMIN on her
+    authz_view_* views), bob (nothing), root (ADMIN on *, running the reads and one write of its own)."""
+    o, rw, s = n["open"], n["rw"], n["secret"]
+    statements = {
+        "select open": f"SELECT count(*) FROM {o}",
+        "select secret": f"SELECT count(*) FROM {s}",
+        "cte over secret": f"WITH x AS (SELECT * FROM {s}) SELECT count(*) FROM x",
+        "subquery over secret": f"SELECT count(*) FROM {o} WHERE id IN (SELECT id FROM {s})",
+        "merge rw from open": f"MERGE INTO {rw} t USING (SELECT id, 'merged' AS v, 2 AS ts FROM {o}) src "
+                              f"ON t.id = src.id WHEN MATCHED THEN UPDATE SET *",
+        "merge rw from secret": f"MERGE INTO {rw} t USING (SELECT id, 'leak' AS v, 3 AS ts FROM {s}) src "
+                                f"ON t.id = src.id WHEN MATCHED THEN UPDATE SET *",
+        "update secret": f"UPDATE {s} SET v = 'hacked' WHERE id = 1",
+        "delete open": f"DELETE FROM {o} WHERE id = 2",
+        "insert rw": f"INSERT INTO {rw} VALUES (3, 'new', 1)",
+        "drop secret": f"DROP TABLE {s}",
+        "clean rw": f"CALL run_clean(table => '{rw}')",
+        "commits secret": f"CALL show_commits(table => '{s}')",
+        # IF NOT EXISTS / OR REPLACE: beeline runs the matrix again after PyHive, on the same tables
+        "create table": f"CREATE TABLE IF NOT EXISTS {n['new']} (id INT, v STRING) USING hudi "
+                        f"TBLPROPERTIES (primaryKey = 'id')",
+        "rollback rw": f"CALL rollback_to_instant(table => '{rw}', instant_time => '1')",
+        "path read open": f"SELECT count(*) FROM hudi.`{located}`",
+        "temp view over open": f"CREATE TEMPORARY VIEW mine AS SELECT * FROM {o}",
+        "select temp view": "SELECT count(*) FROM mine",
+        "temp view over secret": f"CREATE TEMPORARY VIEW leak AS SELECT * FROM {s}",
+        "view over open": f"CREATE OR REPLACE VIEW {n['view_open']} AS SELECT id, v FROM {o}",
+        "view over secret": f"CREATE OR REPLACE VIEW {n['view_secret']} AS SELECT id, v FROM {s}",
+        "select view": f"SELECT count(*) FROM {n['view_open']}",  # a new statement: Spark expands the stored view
+    }
+    allowed = {  # per user, the statements the policy allows
+        "alice": {"select open", "merge rw from open", "insert rw", "clean rw", "temp view over open",
+                  "select temp view", "view over open", "select view"},
+        "bob": set(),
+        # root (ADMIN on *) runs the reads and one write of its own; the tables then tell what the others wrote
+        "root": {"select open", "select secret", "cte over secret", "subquery over secret", "commits secret",
+                 "create table", "path read open", "select view"},
+    }
+    return statements, allowed
+
+
 # -- the matrix through PyHive ----------------------------------------------------------------------------------
 _CLIENT = textwrap.dedent("""
     import json, sys
@@ -138,7 +182,7 @@ def policy_server(spark, tmp_path):
     from sqlext.server.server import HiveService
 
     suffix = uuid.uuid4().hex[:6]
-    names = {k: f"authz_{k}_{suffix}" for k in ("open", "rw", "secret", "new")}
+    names = {k: f"authz_{k}_{suffix}" for k in ("open", "rw", "secret", "new", "view_open", "view_secret")}
     for key in ("open", "rw", "secret"):
         spark.sql(f"CREATE TABLE {names[key]} (id INT, v STRING, ts INT) USING hudi "
                   f"TBLPROPERTIES (primaryKey = 'id', preCombineField = 'ts')")
@@ -147,11 +191,14 @@ def policy_server(spark, tmp_path):
     policy.write_text(f"GROUP analysts: alice\n"
                       f"GRANT SELECT ON default.{names['open']} TO GROUP analysts\n"
                       f"GRANT MODIFY ON default.{names['rw']} TO USER alice\n"
+                      f"GRANT ADMIN ON default.authz_view_*_{suffix} TO USER alice\n"  # her persistent views
                       f"GRANT ADMIN ON * TO USER root\n")
     service = HiveService(spark, ServerConfig(port=0, http_port=None, policy_file=str(policy),
                                               audit_log=str(tmp_path / "audit.log"))).start()
     yield service.binary.port, names, tmp_path / "audit.log"
     service.stop()
+    for key in ("view_open", "view_secret"):
+        spark.sql(f"DROP VIEW IF EXISTS {names[key]}")
     for key in ("open", "rw", "secret", "new"):
         spark.sql(f"DROP TABLE IF EXISTS {names[key]}")
 
@@ -160,36 +207,7 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
     port, n, audit = policy_server
     o, rw, s = n["open"], n["rw"], n["secret"]
     located = {r[0]: r[1] for r in spark.sql(f"DESCRIBE TABLE EXTENDED {o}").collect()}["Location"]
-    statements = {
-        "select open": f"SELECT count(*) FROM {o}",
-        "select secret": f"SELECT count(*) FROM {s}",
-        "cte over secret": f"WITH x AS (SELECT * FROM {s}) SELECT count(*) FROM x",
-        "subquery over secret": f"SELECT count(*) FROM {o} WHERE id IN (SELECT id FROM {s})",
-        "merge rw from open": f"MERGE INTO {rw} t USING (SELECT id, 'merged' AS v, 2 AS ts FROM {o}) src "
-                              f"ON t.id = src.id WHEN MATCHED THEN UPDATE SET *",
-        "merge rw from secret": f"MERGE INTO {rw} t USING (SELECT id, 'leak' AS v, 3 AS ts FROM {s}) src "
-                                f"ON t.id = src.id WHEN MATCHED THEN UPDATE SET *",
-        "update secret": f"UPDATE {s} SET v = 'hacked' WHERE id = 1",
-        "delete open": f"DELETE FROM {o} WHERE id = 2",
-        "insert rw": f"INSERT INTO {rw} VALUES (3, 'new', 1)",
-        "drop secret": f"DROP TABLE {s}",
-        "clean rw": f"CALL run_clean(table => '{rw}')",
-        "commits secret": f"CALL show_commits(table => '{s}')",
-        "create table": f"CREATE TABLE {n['new']} (id INT, v STRING) USING hudi TBLPROPERTIES (primaryKey = 'id')",
-        "rollback rw": f"CALL rollback_to_instant(table => '{rw}', instant_time => '1')",
-        "path read open": f"SELECT count(*) FROM hudi.`{located.removeprefix('file:')}`",
-        "temp view over open": f"CREATE TEMPORARY VIEW mine AS SELECT * FROM {o}",
-        "select temp view": "SELECT count(*) FROM mine",
-        "temp view over secret": f"CREATE TEMPORARY VIEW leak AS SELECT * FROM {s}",
-    }
-    allowed = {  # per user, the statements the policy allows
-        "alice": {"select open", "merge rw from open", "insert rw", "clean rw", "temp view over open",
-                  "select temp view"},
-        "bob": set(),
-        # root (ADMIN on *) runs the reads and one write of its own; the tables then tell what the others wrote
-        "root": {"select open", "select secret", "cte over secret", "subquery over secret", "commits secret",
-                 "create table", "path read open"},
-    }
+    statements, allowed = matrix(n, located.removeprefix("file:"))
     order = list(statements)
     root_update = f"UPDATE {s} SET v = 'root' WHERE id = 2"
     runs = {user: [statements[k] for k in order if user != "root" or k in allowed["root"]] + ["SHOW GRANTS"]
@@ -212,11 +230,12 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
     assert "lacks the MODIFY privilege on default." + rw in got[f"bob|{statements['insert rw']}"]["error"]
     assert all("error" not in got[f"root|{statements[k]}"] for k in allowed["root"])
     assert got["alice|SHOW GRANTS"]["rows"] == [["SELECT", f"default.{o}", "GROUP", "analysts"],
-                                                ["MODIFY", f"default.{rw}", "USER", "alice"]]
+                                                ["MODIFY", f"default.{rw}", "USER", "alice"],
+                                                ["ADMIN", f"default.authz_view_*_{n['new'][-6:]}", "USER", "alice"]]
     assert got["bob|SHOW GRANTS"] == {"rows": []}
     # catalog listings show only what the user may SELECT
-    assert got["alice|tables"] == sorted([o, rw]) and got["bob|tables"] == []
-    assert got["root|tables"] == sorted([o, rw, s, n["new"]])
+    assert got["alice|tables"] == sorted([o, rw, n["view_open"]]) and got["bob|tables"] == []
+    assert got["root|tables"] == sorted([o, rw, s, n["new"], n["view_open"]])
     assert "lacks the ADMIN privilege on default." + rw in got[f"alice|{statements['rollback rw']}"]["error"]
     assert "lacks the SELECT privilege on path:/" in got[f"alice|{statements['path read open']}"]["error"]
     assert got[f"root|{statements['path read open']}"] == {"rows": [["2"]]}
@@ -240,9 +259,40 @@ def test_users_privileges_statements_through_pyhive(spark, policy_server):
         for key in order:
             want = "ok" if key in allowed[user] else "denied"
             assert outcomes[(user, " ".join(statements[key].split()))] == want, (user, key)
-    # beeline (Hive JDBC) as alice: the granted read answers, the ungranted one is refused with the same message
+    assert "lacks the SELECT privilege on default." + s in got[f"alice|{statements['view over secret']}"]["error"]
+    assert got[f"alice|{statements['select view']}"] == {"rows": [["2"]]}  # her persistent view, read back
+    assert not spark.catalog.tableExists(n["view_secret"])  # the denied CREATE VIEW made nothing
+    # the same matrix through beeline (Hive JDBC): allowed or denied alike, and still nothing written on a denial
+    beeline = _matrix_through_beeline(port, statements, allowed, audit.parent)
+    for user, answers in beeline.items():
+        for key, answer in answers.items():
+            if key in allowed[user]:
+                assert "error" not in answer, ("beeline", user, key, answer)
+            else:
+                assert "state=42000" in answer.get("error", "") and f"user {user} lacks the" in answer["error"], \
+                    ("beeline", user, key, answer)
+    assert f"lacks the SELECT privilege on default.{s}" in beeline["alice"]["view over secret"]["error"]
+    assert beeline["alice"]["select view"]["rows"][-1] == "2" and beeline["root"]["select open"]["rows"][-1] == "2"
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {s}").collect()) == [(1, "secret"), (2, "root")]
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {o}").collect()) == before[o]
+    assert sorted(tuple(r) for r in spark.sql(f"SELECT id, v FROM {rw}").collect()) == \
+        [(1, "merged"), (2, "merged"), (3, "new")]
+    assert not spark.catalog.tableExists(n["view_secret"])
+
+
+def _matrix_through_beeline(port: int, statements: dict[str, str], allowed: dict[str, set[str]],
+                            workdir) -> dict[str, dict[str, dict]]:
+    """user -> statement key -> beeline's outcome. One beeline process per user (a JVM each, all three at once)
+    running its statements as one script, instead of a JVM per statement; root runs only what it may."""
     url = f"jdbc:hive2://127.0.0.1:{port}/default"
-    granted = run_beeline(url, f"SELECT count(*) AS n FROM {o};", user="alice")
-    assert granted.returncode == 0 and granted.stdout.split()[-1] == "2", granted.stdout + granted.stderr[-2000:]
-    refused = run_beeline(url, f"SELECT count(*) AS n FROM {s};", user="alice")
-    assert refused.returncode != 0 and f"user alice lacks the SELECT privilege on default.{s}" in refused.stderr
+    runs = {user: [k for k in statements if user != "root" or k in allowed["root"]] for user in allowed}
+    started = {}
+    for user, keys in runs.items():
+        script = workdir / f"beeline-{user}.sql"
+        script.write_text(beeline_script([statements[k] for k in keys]))
+        started[user] = start_beeline_script(url, user, script)
+    out = {}
+    for user, proc in started.items():
+        output, _ = proc.communicate(timeout=300)
+        out[user] = dict(zip(runs[user], beeline_outcomes(output, len(runs[user]))))
+    return out
