@@ -169,6 +169,16 @@ def _serve_options(serve: argparse.ArgumentParser) -> None:
                             "(reflect, ADD JAR) and set credentials and endpoints")
     serve.add_argument("--max-message-size", type=int, default=None, metavar="BYTES",
                        help="largest request accepted (default 104857600)")
+    serve.add_argument("--max-sessions", type=int, default=None, metavar="N",
+                       help="open sessions in all; OpenSession beyond is refused, SQLSTATE 08004 (default 500; "
+                            "0: no limit). Per user / address: --conf hive.server2.limit.connections.per.user, "
+                            ".per.ipaddress, .per.user.ipaddress=N")
+    serve.add_argument("--max-operations-per-session", type=int, default=None, metavar="N",
+                       help="statements running at once in one session; more are refused, SQLSTATE 53000, the "
+                            "session goes on (default 8; 0: no limit)")
+    serve.add_argument("--max-result-rows", type=int, default=None, metavar="N",
+                       help="a statement whose result has more rows fails, SQLSTATE 54000, rather than return part "
+                            "of it (default 0: no limit)")
     _session_options(serve)
 
 
@@ -571,7 +581,8 @@ def serve(args) -> int:
             conf, host=args.host, port=args.port, auth=args.auth, users_file=args.users,
             max_message_size=args.max_message_size, allow_unsafe_statements=args.allow_unsafe_statements,
             data_roots=tuple(args.data_root) if args.data_root else None, audit_log=args.audit_log,
-            policy_file=args.policy, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key)
+            policy_file=args.policy, ssl_cert=args.ssl_cert, ssl_key=args.ssl_key, max_sessions=args.max_sessions,
+            max_operations_per_session=args.max_operations_per_session, max_result_rows=args.max_result_rows)
         if args.http_port is not None:
             from dataclasses import replace
 

@@ -24,6 +24,13 @@ AUDIT_LOG = "sqlext.serve.audit.log"  # ours: audit.py's JSON lines appended to 
 POLICY_FILE = "sqlext.serve.policy.file"  # ours: authorization.py's grants
 SSL_CERT = "sqlext.serve.ssl.cert"  # ours (Hive takes a Java keystore): PEM certificate chain; TLS required
 SSL_KEY = "sqlext.serve.ssl.key"    # its PEM private key (default: in the certificate file)
+# limits (0: none). HiveServer2 has the per-user / per-address ones (Hive 3); a total and the others are ours
+MAX_SESSIONS = "sqlext.serve.max.sessions"
+SESSIONS_PER_USER = "hive.server2.limit.connections.per.user"
+SESSIONS_PER_IPADDRESS = "hive.server2.limit.connections.per.ipaddress"
+SESSIONS_PER_USER_IPADDRESS = "hive.server2.limit.connections.per.user.ipaddress"
+MAX_OPERATIONS_PER_SESSION = "sqlext.serve.max.operations.per.session"
+MAX_RESULT_ROWS = "sqlext.serve.max.result.rows"
 
 AUTH_NOSASL = "nosasl"   # plain binary Thrift, no credentials
 AUTH_NONE = "none"       # SASL PLAIN (or plain binary) with any user and password accepted
@@ -53,6 +60,13 @@ class ServerConfig:
     policy_file: str | None = None          # authorization.py's grants (None: every user may do everything)
     ssl_cert: str | None = None             # TLS on both transports, plaintext refused
     ssl_key: str | None = None
+    # HTTP sessions outlive their connections (until the idle timeout), so only a session count bounds them
+    max_sessions: int = 500                 # open sessions in all (as many as binary worker threads)
+    sessions_per_user: int = 0              # Hive's defaults: unlimited
+    sessions_per_ipaddress: int = 0
+    sessions_per_user_ipaddress: int = 0
+    max_operations_per_session: int = 8     # statements pending or running at once in one session
+    max_result_rows: int = 0                # a larger result fails (never truncated: that is a wrong answer)
 
     def __post_init__(self):
         if self.auth not in AUTH_MODES:
@@ -64,6 +78,9 @@ class ServerConfig:
                              f"not {self.auth} (NOSASL and NONE would let anyone in)")
         if self.ssl_key and not self.ssl_cert:
             raise ValueError(f"{SSL_KEY} is set without a certificate ({SSL_CERT}, --ssl-cert)")
+        for f in LIMIT_FIELDS:
+            if getattr(self, f) < 0:
+                raise ValueError(f"{f.replace('_', '-')} must be 0 (no limit) or more, got {getattr(self, f)}")
         if self.max_message_size < 1024:
             raise ValueError(f"{MAX_MESSAGE_SIZE} must be at least 1024 bytes, got {self.max_message_size}")
 
@@ -76,7 +93,10 @@ class ServerConfig:
                 ASYNC_EXEC_THREADS: "async_exec_threads", MAX_FETCH_SIZE: "max_fetch_size",
                 DEFAULT_FETCH_SIZE: "default_fetch_size", IDLE_SESSION_TIMEOUT: "idle_session_timeout_ms",
                 UNSAFE_STATEMENTS: "allow_unsafe_statements", DATA_ROOTS: "data_roots", AUDIT_LOG: "audit_log",
-                POLICY_FILE: "policy_file", SSL_CERT: "ssl_cert", SSL_KEY: "ssl_key"}
+                POLICY_FILE: "policy_file", SSL_CERT: "ssl_cert", SSL_KEY: "ssl_key", MAX_SESSIONS: "max_sessions",
+                SESSIONS_PER_USER: "sessions_per_user", SESSIONS_PER_IPADDRESS: "sessions_per_ipaddress",
+                SESSIONS_PER_USER_IPADDRESS: "sessions_per_user_ipaddress",
+                MAX_OPERATIONS_PER_SESSION: "max_operations_per_session", MAX_RESULT_ROWS: "max_result_rows"}
         types = {f.name: f.type for f in fields(cls)}
         values, rest = {}, {}
         for key, value in conf.items():
@@ -102,3 +122,17 @@ class ServerConfig:
         if values.get("users_file") and "auth" not in values:
             values["auth"] = AUTH_PLAIN  # a users file means passwords are checked
         return replace(cls(), **values) if values else cls(), rest
+
+    def limits_text(self) -> str:
+        """The limits for the start-up log (0 shows as `none`)."""
+        return ", ".join(f"{f.replace('_', ' ')} {getattr(self, f) or 'none'}" for f in LIMIT_FIELDS)
+
+
+LIMIT_FIELDS = ("max_sessions", "sessions_per_user", "sessions_per_ipaddress", "sessions_per_user_ipaddress",
+                "max_operations_per_session", "max_result_rows")
+# where each limit is set, for the errors that name it (so that they say how to raise it)
+LIMIT_SETTINGS = {"max_sessions": f"--max-sessions / {MAX_SESSIONS}", "sessions_per_user": SESSIONS_PER_USER,
+                  "sessions_per_ipaddress": SESSIONS_PER_IPADDRESS,
+                  "sessions_per_user_ipaddress": SESSIONS_PER_USER_IPADDRESS,
+                  "max_operations_per_session": f"--max-operations-per-session / {MAX_OPERATIONS_PER_SESSION}",
+                  "max_result_rows": f"--max-result-rows / {MAX_RESULT_ROWS}"}

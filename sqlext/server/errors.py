@@ -35,6 +35,24 @@ class HoodieUnsupportedRequestError(HoodieServerError):
     sqlstate = "0A000"  # feature not supported
 
 
+class HoodieSessionLimitError(HoodieServerError):
+    """OpenSession beyond a session limit (the server's, or HiveServer2's per user / per address ones)."""
+
+    sqlstate = "08004"  # the server rejected the connection
+
+
+class HoodieOperationLimitError(HoodieServerError):
+    """ExecuteStatement while the session already runs as many statements as allowed; the session goes on."""
+
+    sqlstate = "53000"  # insufficient resources: try again when a statement ended
+
+
+class HoodieResultLimitError(HoodieServerError):
+    """A result with more rows than the server hands out: the statement fails rather than answer in part."""
+
+    sqlstate = "54000"  # program limit exceeded
+
+
 class HoodieUsersFileError(HoodieServerError):
     """The users file cannot be read or written, or a line of it is malformed."""
 

@@ -82,6 +82,11 @@ def error_status(exc: BaseException) -> TStatus:
     return TStatus(statusCode=code, sqlState=sqlstate(exc), errorCode=0, errorMessage=message(exc))
 
 
+def _peer_ip(peer: str, with_port: bool) -> str:
+    """The address of a peer: binary connections name `address:port`, HTTP requests the address alone."""
+    return peer.rsplit(":", 1)[0] if with_port and ":" in peer else peer
+
+
 def _guard(response_cls, **defaults) -> Callable:
     """Decorator: a handler method's exception becomes `response_cls(status=error status, **defaults)`."""
     def wrap(method):
@@ -136,8 +141,9 @@ class TCLIServiceHandler(TCLIService.Iface):
                     f"client protocol V{req.client_protocol + 1} is not supported: this server sends columnar row "
                     f"sets, protocol V6 or later")
             user = self._session_user(req)
-            session = self.sessions.open(user, protocol, req.configuration, self.connection.id
-                                         if self.connection.transport == "binary" else None, self.connection.peer)
+            binary = self.connection.transport == "binary"
+            session = self.sessions.open(user, protocol, req.configuration, self.connection.id if binary else None,
+                                         self.connection.peer, _peer_ip(self.connection.peer, binary))
         except Exception as exc:  # noqa: BLE001
             log.info("OpenSession refused for %s: %s", self.connection.peer, exc)
             return TOpenSessionResp(status=error_status(exc), serverProtocolVersion=protocol)
@@ -182,7 +188,8 @@ class TCLIServiceHandler(TCLIService.Iface):
         session = self._session(req)
         self.sessions.configure(session, {k if ":" in k else f"set:hiveconf:{k}": v
                                            for k, v in (req.confOverlay or {}).items()})
-        op = self.sessions.add_operation(StatementOperation(session, req.statement, req.queryTimeout or 0))
+        op = self.sessions.add_operation(StatementOperation(session, req.statement, req.queryTimeout or 0),
+                                         limited=True)
         op.execute(self.service.async_pool if req.runAsync else None)
         if op.state == OperationState.ERROR:
             self.sessions.close_operation(op.handle)

@@ -22,7 +22,12 @@ from pyspark.sql import SparkSession
 from sqlext.server import hive_compat
 from sqlext.server.audit import statement_entry
 from sqlext.server.authorization import SHOW_GRANTS
-from sqlext.server.errors import HoodieServerError, HoodieUnsupportedRequestError, sqlstate
+from sqlext.server.errors import (
+    HoodieResultLimitError,
+    HoodieServerError,
+    HoodieUnsupportedRequestError,
+    sqlstate,
+)
 from sqlext.server.result_set import LocalResultSet, ResultSet, SparkResultSet
 from sqlext.server.third_party.tcliservice.ttypes import (
     TFetchOrientation,
@@ -170,9 +175,22 @@ class Operation:
                 with job_group(self.session.spark, self.query_id, self.description):
                     self.result.rewind()
             start = self.result.offset
-            rows = self.result.fetch(max_rows)
-            self.rows_fetched += rows.num_rows
-            return rows, start, self.result.has_more()
+            try:
+                rows = self.result.fetch(max_rows)
+                self.rows_fetched += rows.num_rows
+                return rows, start, self.result.has_more()
+            except HoodieResultLimitError as exc:
+                self._fail_finished(exc)
+                raise
+
+    def _fail_finished(self, exc: BaseException) -> None:
+        """A finished statement whose result turns out too large while fetching: it ends in ERROR (status,
+        audit) rather than FINISHED, since its client got only part of the answer."""
+        with self._lock:
+            self.state, self.error = OperationState.ERROR, exc
+        self.log(f"failed: {exc}")
+        log.info("operation %s failed: %s", self.query_id, exc)
+        self._close_result()
 
     def fetch_log(self, orientation: int) -> list[str]:
         with self._lock:
@@ -248,7 +266,7 @@ class StatementOperation(Operation):
             self.result = LocalResultSet(df.schema, pa.table({}))
             self.log("done (no result set)")
             return
-        result = SparkResultSet(df)
+        result = SparkResultSet(df, self.session.max_result_rows)
         with self._lock:
             if self.state.terminal:
                 return

@@ -17,6 +17,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import types as T
 
+from sqlext.server.config import LIMIT_SETTINGS
+from sqlext.server.errors import HoodieResultLimitError
 from sqlext.server.schema import wire_columns, wire_of
 
 log = logging.getLogger(__name__)
@@ -114,8 +116,13 @@ class LocalResultSet(_Buffered):
 
 
 class SparkResultSet(_Buffered):
-    def __init__(self, df: DataFrame):
+    """`max_rows` (0: none): the stream fails with HoodieResultLimitError as soon as it has produced more rows,
+    counted batch by batch as they arrive, so a too large result is never computed, let alone held, in full."""
+
+    def __init__(self, df: DataFrame, max_rows: int = 0):
         super().__init__(df.schema)
+        self._max_rows = max_rows
+        self._streamed = 0  # rows read off the stream since it (re)started
         self._wire_df = df.select(*wire_columns(df.schema))
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -147,13 +154,24 @@ class SparkResultSet(_Buffered):
         if payload is None:
             self._batches = None
             return None
-        return pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(payload)), self._schema)
+        batch = pa.ipc.read_record_batch(pa.ipc.read_message(pa.py_buffer(payload)), self._schema)
+        self._count(batch.num_rows)
+        return batch
+
+    def _count(self, rows: int) -> None:
+        self._streamed += rows
+        if self._max_rows and self._streamed > self._max_rows:
+            self._stop_stream()  # no further partitions are computed
+            self._pending, self._pending_rows = [], 0
+            raise HoodieResultLimitError(
+                f"the result has more than {self._max_rows} rows, the most this server returns (a partial result "
+                f"would be a wrong answer): add a LIMIT or a filter, or raise {LIMIT_SETTINGS['max_result_rows']}")
 
     def rewind(self) -> None:
         if self._offset == 0:
             return
         self._stop_stream()
-        self._pending, self._pending_rows, self._offset = [], 0, 0
+        self._pending, self._pending_rows, self._offset, self._streamed = [], 0, 0, 0
         self.start()
 
     def _stop_stream(self) -> None:

@@ -39,7 +39,7 @@ class HiveService:
         self.authenticator = Authenticator(config.auth, users)
         self.tls = _tls_context(config)  # None: plaintext
         self.sessions = SessionManager(spark, config.idle_session_timeout_ms / 1000.0, _guard(spark, config),
-                                       AuditLog(config.audit_log), _authorizer(config))
+                                       AuditLog(config.audit_log), _authorizer(config), limits=config)
         self.async_pool = ThreadPoolExecutor(config.async_exec_threads, thread_name_prefix="sqlext-async")
         self.binary = BinaryServer(self, config.host, config.port)
         self.http = HttpServer(self, config.host, config.http_port, config.http_path) \
@@ -55,6 +55,7 @@ class HiveService:
         threading.Thread(target=self._expire_idle_sessions, name="sqlext-idle-sessions", daemon=True).start()
         log.info("listening on %s:%d (binary, auth %s)%s", self.config.host, self.binary.port, self.config.auth,
                  f", {self.config.host}:{self.http.port}/{self.config.http_path} (http)" if self.http else "")
+        log.info("limits: %s", self.config.limits_text())
         return self
 
     def stop(self) -> None:

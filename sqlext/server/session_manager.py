@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from sqlext.server.errors import HoodieInvalidHandleError
+from sqlext.server.config import LIMIT_SETTINGS, ServerConfig
+from sqlext.server.errors import HoodieInvalidHandleError, HoodieOperationLimitError, HoodieSessionLimitError
 from sqlext.server.audit import AuditLog
 from sqlext.server.authorization import Authorizer
 from sqlext.server.operation import Handle, Operation
@@ -38,6 +39,8 @@ class ClientSession:
     audit: AuditLog | None = None
     authorizer: Authorizer | None = None  # the server's grants (None: every user may do everything)
     peer: str = ""                      # the client's address:port
+    ip: str = ""                        # the client's address (for the per-address session limits)
+    max_result_rows: int = 0            # a statement's result beyond it fails (0: no limit)
     operations: dict[bytes, Operation] = field(default_factory=dict)
     last_access: float = field(default_factory=time.monotonic)
 
@@ -47,29 +50,54 @@ class ClientSession:
 
 class SessionManager:
     def __init__(self, root: SparkSession, idle_timeout_s: float, guard: StatementGuard | None = None,
-                 audit: AuditLog | None = None, authorizer: Authorizer | None = None):
+                 audit: AuditLog | None = None, authorizer: Authorizer | None = None,
+                 limits: ServerConfig | None = None):
         self.root = root
+        self.limits = limits or ServerConfig()  # its max_* / *_per_* fields
         self.guard = guard
         self.audit = audit
         self.authorizer = authorizer
         self.idle_timeout_s = idle_timeout_s
         self._sessions: dict[bytes, ClientSession] = {}
         self._operations: dict[bytes, Operation] = {}
+        self._opening: list[tuple[str, str]] = []  # (user, ip) of sessions being opened: they count too
         self._lock = threading.Lock()
 
     # -- sessions ------------------------------------------------------------------------------------
     def open(self, user: str, protocol: int, configuration: dict[str, str] | None,
-             connection_id: int | None, peer: str = "") -> ClientSession:
+             connection_id: int | None, peer: str = "", ip: str = "") -> ClientSession:
         from sqlext.session import client_session
 
-        spark = client_session(self.root)
-        session = ClientSession(Handle.new(), user, protocol, spark, connection_id, guard=self.guard,
-                                audit=self.audit, authorizer=self.authorizer, peer=peer)
-        self.configure(session, configuration or {})
-        with self._lock:
-            self._sessions[session.handle.guid] = session
+        slot = self._reserve_slot(user, ip)
+        try:
+            spark = client_session(self.root)
+            session = ClientSession(Handle.new(), user, protocol, spark, connection_id, guard=self.guard,
+                                    audit=self.audit, authorizer=self.authorizer, peer=peer, ip=ip,
+                                    max_result_rows=self.limits.max_result_rows)
+            self.configure(session, configuration or {})
+            with self._lock:
+                self._sessions[session.handle.guid] = session
+        finally:
+            with self._lock:
+                self._opening.remove(slot)
         log.info("session %s opened for %s (protocol V%d)", session.handle.hex, user, protocol + 1)
         return session
+
+    def _reserve_slot(self, user: str, ip: str) -> tuple[str, str]:
+        """Count a session being opened against the limits (under the lock, so that concurrent OpenSessions
+        cannot both take the last slot), or refuse it naming the limit that is full."""
+        slot = (user, ip)
+        with self._lock:
+            occupied = [(s.user, s.ip) for s in self._sessions.values()] + self._opening
+            full = _full_session_limit(self.limits, occupied, slot)
+            if full is None:
+                self._opening.append(slot)
+                return slot
+        name, limit = full
+        log.warning("OpenSession refused for %s from %s: %s (%d) reached", user, ip or "?", name, limit)
+        raise HoodieSessionLimitError(
+            f"too many sessions: {_LIMIT_WHO[name].format(user=user, ip=ip)} has {limit} open, the limit; close "
+            f"one (idle HTTP sessions end after hive.server2.idle.session.timeout) or raise {LIMIT_SETTINGS[name]}")
 
     @staticmethod
     def configure(session: ClientSession, configuration: dict[str, str]) -> None:
@@ -141,13 +169,26 @@ class SessionManager:
                 pass
 
     # -- operations ----------------------------------------------------------------------------------
-    def add_operation(self, op: Operation) -> Operation:
+    def add_operation(self, op: Operation, limited: bool = False) -> Operation:
+        """Register `op`; `limited` (statements; catalog RPCs are short and synchronous) refuses it when its
+        session already runs max_operations_per_session statements."""
         with self._lock:
             if op.session.handle.guid not in self._sessions:
                 raise HoodieInvalidHandleError(f"session {op.session.handle.hex} was closed")
+            if limited:
+                self._check_operation_limit(op.session)
             self._operations[op.handle.guid] = op
             op.session.operations[op.handle.guid] = op
         return op
+
+    def _check_operation_limit(self, session: ClientSession) -> None:
+        limit = self.limits.max_operations_per_session
+        running = sum(1 for o in session.operations.values() if not o.state.terminal)
+        if limit and running >= limit:
+            log.info("session %s: statement refused, %d running (limit %d)", session.handle.hex, running, limit)
+            raise HoodieOperationLimitError(
+                f"too many statements running in this session: {running}, the limit; wait for one to finish or "
+                f"cancel one (the session stays open), or raise {LIMIT_SETTINGS['max_operations_per_session']}")
 
     def operation(self, handle: Handle) -> Operation:
         with self._lock:
@@ -168,3 +209,22 @@ class SessionManager:
         with self._lock:
             running = sum(1 for op in self._operations.values() if not op.state.terminal)
             return {"sessions": len(self._sessions), "operations": len(self._operations), "running": running}
+
+
+_LIMIT_WHO = {"max_sessions": "the server", "sessions_per_user": "user {user}",
+              "sessions_per_ipaddress": "address {ip}", "sessions_per_user_ipaddress": "user {user} from {ip}"}
+
+
+def _full_session_limit(limits: ServerConfig, occupied: list[tuple[str, str]],
+                        slot: tuple[str, str]) -> tuple[str, int] | None:
+    """(name, value) of the first session limit that one more session `slot` = (user, ip) would exceed."""
+    user, ip = slot
+    counts = {"max_sessions": len(occupied),
+              "sessions_per_user": sum(1 for u, _ in occupied if u == user),
+              "sessions_per_ipaddress": sum(1 for _, i in occupied if i == ip),
+              "sessions_per_user_ipaddress": sum(1 for s in occupied if s == slot)}
+    for name, count in counts.items():
+        limit = getattr(limits, name)
+        if limit and count >= limit:
+            return name, limit
+    return None
