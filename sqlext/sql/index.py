@@ -87,8 +87,11 @@ def _index_type(given: str | None, columns: list[str], record_keys: list[str]) -
     """The USING type, or Hudi's choice without one: record_index over exactly the key fields, else secondary."""
     if given:
         return given.lower()
-    same = sorted(c.lower() for c in columns) == sorted(k.lower() for k in record_keys)
-    return "record_index" if same else "secondary_index"
+    return "record_index" if _over_key_fields(columns, record_keys) else "secondary_index"
+
+
+def _over_key_fields(columns: list[str], record_keys: list[str]) -> bool:
+    return sorted(c.lower() for c in columns) == sorted(k.lower() for k in record_keys)
 
 
 def _refusal(index: str, index_type: str, columns: list[str], record_keys: list[str],
@@ -99,7 +102,7 @@ def _refusal(index: str, index_type: str, columns: list[str], record_keys: list[
     if index_type == "record_index":
         if index.lower() != "record_index":
             return "a record index must be named record_index"
-        if sorted(c.lower() for c in columns) != sorted(k.lower() for k in record_keys):
+        if not _over_key_fields(columns, record_keys):
             return f"a record index is over the record key fields ({', '.join(record_keys)}), not {', '.join(columns)}"
         return None
     if len(columns) != 1:
