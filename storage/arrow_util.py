@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def constant_array(value, n: int, type_: pa.DataType) -> pa.Array:
@@ -44,3 +45,40 @@ def local_frame(spark, rows: list[tuple], schema: str):
     table = pa.Table.from_arrays([pa.array(list(c), f.type) for c, f in zip(columns, arrow_schema)],
                                  schema=arrow_schema)
     return spark.createDataFrame(table, schema=struct)
+
+
+_MASK32 = np.uint64(0xFFFFFFFF)
+
+
+def java_string_hashes(strings: pa.Array) -> np.ndarray:
+    """Java's `String.hashCode` of each string (null -> 0), as int32: sum of UTF-16 code units times 31 to the
+    power of their distance from the string's end, modulo 2^32. One UTF-8 -> UTF-16 transcoding of the whole
+    buffer, then numpy over all code units at once."""
+    strings = strings.cast(pa.large_string()) if not pa.types.is_large_string(strings.type) else strings
+    n = len(strings)
+    if n == 0:
+        return np.zeros(0, dtype=np.int32)
+    filled = pc.fill_null(strings, "")
+    offsets = np.frombuffer(filled.buffers()[1], dtype=np.int64)[filled.offset:filled.offset + n + 1]
+    data = np.frombuffer(filled.buffers()[2], dtype=np.uint8)[offsets[0]:offsets[-1]] \
+        if filled.buffers()[2] is not None else np.zeros(0, np.uint8)
+    starts = offsets - offsets[0]
+    # UTF-16 units per string: one per UTF-8 lead byte, two for a 4-byte sequence (a surrogate pair)
+    weights = ((data & 0xC0) != 0x80).astype(np.int64) + (data >= 0xF0)
+    cum = np.concatenate([[0], np.cumsum(weights)])
+    units_per = cum[starts[1:]] - cum[starts[:-1]]
+    units = np.frombuffer(data.tobytes().decode("utf-8").encode("utf-16-le"), dtype="<u2").astype(np.uint64)
+    unit_end = np.cumsum(units_per)
+    exponent = np.repeat(unit_end, units_per) - 1 - np.arange(units.size)
+    powers = _powers_of_31(int(units_per.max(initial=0)))
+    terms = (units * powers[exponent]) & _MASK32
+    sums = np.concatenate([np.zeros(1, np.uint64), np.cumsum(terms, dtype=np.uint64)])
+    hashes = (sums[unit_end] - sums[unit_end - units_per]) & _MASK32
+    return hashes.astype(np.uint32).view(np.int32)
+
+
+def _powers_of_31(count: int) -> np.ndarray:
+    out = np.ones(max(count, 1), dtype=np.uint64)
+    for i in range(1, count):  # one entry per character position of the longest key, not per row
+        out[i] = (out[i - 1] * np.uint64(31)) & _MASK32
+    return out

@@ -184,7 +184,8 @@ class WriteConfigKeys:
     COMBINE_BEFORE_DELETE = _prop("hoodie.combine.before.delete", True, parse_bool)
     INDEX_TYPE = _prop("hoodie.index.type", "BLOOM", str,
                        doc="BLOOM | GLOBAL_BLOOM | SIMPLE | GLOBAL_SIMPLE | BUCKET (a BUCKET table records its index "
-                           "settings in hoodie.properties)")
+                           "settings in hoodie.properties) | RECORD_INDEX (global: the metadata table's record_index "
+                           "partition, GLOBAL_SIMPLE while the table has none)")
     INDEX_BUCKET_ENGINE = _prop("hoodie.index.bucket.engine", "SIMPLE", str,
                                 doc="SIMPLE (a fixed number of buckets per partition); CONSISTENT_HASHING is not supported")
     BUCKET_INDEX_NUM_BUCKETS = _prop("hoodie.bucket.index.num.buckets", 256, int,
@@ -195,6 +196,10 @@ class WriteConfigKeys:
                                         "default: all of them)")
     SIMPLE_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.simple.index.update.partition.path", True, parse_bool)
     BLOOM_INDEX_UPDATE_PARTITION_PATH = _prop("hoodie.bloom.index.update.partition.path", True, parse_bool)
+    RECORD_INDEX_UPDATE_PARTITION_PATH = _prop(
+        "hoodie.record.index.update.partition.path", False, parse_bool,
+        doc="RECORD_INDEX: a record whose partition path changed moves to the new partition (true) or is updated "
+            "in the partition that holds it (false, Hudi's default); partitioned tables only")
     BLOOM_INDEX_PRUNE_BY_RANGES = _prop("hoodie.bloom.index.prune.by.ranges", True, parse_bool)
     BLOOM_INDEX_USE_CACHING = _prop("hoodie.bloom.index.use.caching", True, parse_bool)
     BLOOM_INDEX_PARALLELISM = _prop("hoodie.bloom.index.parallelism", 0, int)
@@ -633,6 +638,18 @@ class MetadataConfigKeys:
                                    doc="keep the partition_stats partition (needs column_stats; partitioned "
                                        "tables only): per partition and column, the stats of its latest slices")
     PARTITION_STATS_FILE_GROUP_COUNT = _prop("hoodie.metadata.index.partition.stats.file.group.count", 1, int)
+    RECORD_INDEX_ENABLE = _prop("hoodie.metadata.record.index.enable", False, parse_bool,
+                                doc="keep the record_index partition (record key -> partition and file group), "
+                                    "built from the table when it is enabled and kept by every write and service; "
+                                    "a table that has one keeps it whatever this option says")
+    RECORD_INDEX_MIN_FILE_GROUPS = _prop("hoodie.metadata.record.index.min.filegroup.count", 10, int,
+                                         doc="fewest file groups (shards) of record_index when it is built")
+    RECORD_INDEX_MAX_FILE_GROUPS = _prop("hoodie.metadata.record.index.max.filegroup.count", 10000, int,
+                                         doc="most file groups (shards) of record_index when it is built")
+    RECORD_INDEX_MAX_FILE_GROUP_SIZE = _prop("hoodie.metadata.record.index.max.filegroup.size", 1024 ** 3, int,
+                                             doc="bytes a record_index file group is sized for (48 per record)")
+    RECORD_INDEX_GROWTH_FACTOR = _prop("hoodie.metadata.record.index.growth.factor", 2.0, float,
+                                       doc="expected growth of the record count the shard count is sized for")
     COMPACT_MAX_DELTA_COMMITS = _prop("hoodie.metadata.compact.max.delta.commits", 10, int,
                                       doc="the metadata table is compacted (new HFile base files) after this many "
                                           "deltacommits since its last compaction")

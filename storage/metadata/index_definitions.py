@@ -57,6 +57,44 @@ def index_definitions(meta: HoodieTableMetaClient) -> dict[str, IndexDefinition]
         return {}
 
 
+DEFAULT_INDEX_DEFS_PATH = ".hoodie/.index_defs/index.json"
+
+
+def to_json(definition: IndexDefinition) -> dict:
+    return {"indexName": definition.index_name, "indexType": definition.index_type,
+            "indexFunction": definition.index_function, "sourceFields": list(definition.source_fields),
+            "indexOptions": dict(definition.index_options), "version": definition.version}
+
+
+def _write_definitions(meta: HoodieTableMetaClient, definitions: dict[str, IndexDefinition]) -> None:
+    """Replace index.json with `definitions` (Java's layout: two-space JSON), naming its path in the table config
+    when it is not named yet."""
+    relative = meta.table_config.props.get(TK.INDEX_DEFS_PATH.key)
+    if not relative:
+        relative = DEFAULT_INDEX_DEFS_PATH
+        meta.update_table_config({TK.INDEX_DEFS_PATH.key: relative})
+    body = {"indexDefinitions": {name: to_json(d) for name, d in definitions.items()}}
+    path = f"{meta.base_path}/{relative.lstrip('/')}"
+    meta.storage.mkdirs(path.rsplit("/", 1)[0])
+    meta.storage.write_atomic(path, json.dumps(body, indent=2).encode("utf-8"))
+
+
+def put_index_definition(meta: HoodieTableMetaClient, definition: IndexDefinition) -> None:
+    """Add (or replace) `definition` in the table's index.json (table versions 8/9 only: version 6 has none)."""
+    definitions = index_definitions(meta)
+    definitions[definition.index_name] = definition
+    _write_definitions(meta, definitions)
+
+
+def remove_index_definition(meta: HoodieTableMetaClient, index_name: str) -> bool:
+    """Remove `index_name` from index.json; False when it was not there."""
+    definitions = index_definitions(meta)
+    if definitions.pop(index_name, None) is None:
+        return False
+    _write_definitions(meta, definitions)
+    return True
+
+
 def column_stats_columns(meta: HoodieTableMetaClient) -> tuple[str, ...] | None:
     """The columns the table's column_stats definition names, or None (no definition)."""
     definition = index_definitions(meta).get(COLUMN_STATS_INDEX)

@@ -13,6 +13,10 @@ import base64
 import hashlib
 import struct
 
+import numpy as np
+import pyarrow as pa
+
+from storage.arrow_util import java_string_hashes
 from storage.io.hfile.format import java_string_hash
 
 NON_PARTITIONED_NAME = "."
@@ -124,6 +128,12 @@ def file_group_index(hash_input: str, file_group_count: int) -> int:
     h = java_string_hash(hash_input)
     first = h if h == -(1 << 31) else abs(h)
     return abs(int(_java_rem(first, file_group_count)))
+
+
+def file_group_indexes(hash_inputs: pa.Array, file_group_count: int) -> np.ndarray:
+    """`file_group_index` of every string of `hash_inputs` at once (int64): abs(h) in 64 bits already equals
+    Java's abs(abs(h) % n), abs(MIN_VALUE) included."""
+    return np.abs(java_string_hashes(hash_inputs).astype(np.int64)) % file_group_count
 
 
 def _java_rem(a: int, b: int) -> int:

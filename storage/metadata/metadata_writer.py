@@ -233,6 +233,16 @@ def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, ac
     return True
 
 
+def drop_metadata_partitions(meta: HoodieTableMetaClient, partitions: Iterable[str], reason: str) -> list[str]:
+    """Unlist, then delete, the MDT `partitions` of the table (DROP INDEX: Hudi's dropIndex); the ones it had."""
+    enabled = set(enabled_partitions(meta))
+    present = sorted(set(partitions) & enabled)
+    if present:
+        log.info("metadata table of %s: dropping %s (%s)", meta.base_path, ", ".join(present), reason)
+        MetadataWriter(meta, MetadataWriteSettings())._drop_partitions(present, enabled)
+    return present
+
+
 class MetadataTableServiceRunner(Protocol):
     """The MDT's clean and archival, given the data table, the MDT and the data writer's options."""
 
@@ -785,6 +795,7 @@ def _log_instant(storage, path: str) -> str | None:
 
 
 __all__ = ["MetadataWriteSettings", "MetadataWriter", "V6_CLEAN_SUFFIX", "commit_schema", "v6_service_instant",
+           "drop_metadata_partitions",
            "discard_metadata_deltacommit", "on_pre_complete",
            "prepare_metadata_table", "record_schema"]
 
