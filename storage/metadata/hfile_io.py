@@ -42,6 +42,14 @@ def write_records(records: Iterable[MetadataRecord], schema: str, *, base_file: 
     """HFile bytes holding `records` (sorted by key here). Base files get Hudi's bloom filter of the keys and
     min/max record keys; log-block HFiles only the schema."""
     cells = sorted(((r.key.encode("utf-8"), encode_record(r, schema)) for r in records), key=lambda c: c[0])
+    return write_cells(cells, schema, base_file=base_file, create_time_ms=create_time_ms, options=options,
+                       bloom_entries=bloom_entries)
+
+
+def write_cells(cells: list[tuple[bytes, bytes]], schema: str, *, base_file: bool,
+                create_time_ms: int | None = None, options: HFileWriteOptions = DEFAULT_OPTIONS,
+                bloom_entries: int | None = None) -> bytes:
+    """`write_records` of cells already encoded and sorted by key."""
     file_info = [(FileInfoKey.SCHEMA, schema.encode("utf-8"))]
     meta_blocks = []
     if base_file:

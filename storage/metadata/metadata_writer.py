@@ -73,8 +73,20 @@ from storage.file_group.log_format import HoodieLogFileReader, create_new_log_fi
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, parse_base_file_name, \
     parse_log_file_name
 from storage.metadata.column_stats import ColumnStatsSettings, file_stats, tombstone
-from storage.metadata.hfile_io import write_records
-from storage.metadata.index_definitions import column_stats_columns
+from storage.metadata.hfile_io import write_cells, write_records
+from storage.metadata.index_definitions import RECORD_INDEX, column_stats_columns
+from storage.metadata.record_index_writer import (
+    RECORD_INDEX_FILE_GROUP_PREFIX,
+    ShardDelta,
+    by_shard,
+    commit_delta,
+    delete_block,
+    estimate_file_group_count,
+    initial_delta,
+    record_index_wanted,
+    register_definition,
+    shard_cells,
+)
 from storage.metadata.keys import file_group_id, mdt_partition_name
 from storage.metadata.records import (
     ColumnStats,
@@ -122,8 +134,9 @@ log = logging.getLogger(__name__)
 
 MDT_VERSIONS = (6, 8, 9)
 V6_INIT_SUFFIX, V6_COMPACTION_SUFFIX, V6_CLEAN_SUFFIX, V6_ROLLBACK_SUFFIX = 10, "001", "002", "006"
-MAINTAINED = (FILES, COLUMN_STATS, PARTITION_STATS)  # in initialisation order: files first
-FILE_GROUP_PREFIX = {FILES: "files-", COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-"}
+MAINTAINED = (FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX)  # in initialisation order: files first
+FILE_GROUP_PREFIX = {FILES: "files-", COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-",
+                     RECORD_INDEX: RECORD_INDEX_FILE_GROUP_PREFIX}
 HFILE_EXTENSION = ".hfile"
 UPSERT_PREPPED = "UPSERT_PREPPED"
 BULK_INSERT_PREPPED = "BULK_INSERT_PREPPED"
@@ -187,15 +200,17 @@ class MetadataWriteSettings:
 
     @classmethod
     def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9,
-           defined_columns: tuple[str, ...] | None = None) -> "MetadataWriteSettings":
+           defined_columns: tuple[str, ...] | None = None, record_index: bool = False) -> "MetadataWriteSettings":
         """`defined_columns`: the columns the table's column_stats index definition names (index.json), indexed
-        when the options name none."""
+        when the options name none; `record_index`: keep record_index (`record_index_wanted`)."""
         partitions = [FILES]
         if config.get(MK.COLUMN_STATS_ENABLE):
             partitions.append(COLUMN_STATS)
             # Java: none for non-partitioned tables, nor on a version 6 table
             if config.get(MK.PARTITION_STATS_ENABLE) and partitioned and table_version >= 8:
                 partitions.append(PARTITION_STATS)
+        if record_index:
+            partitions.append(RECORD_INDEX)
         columns = config.get(MK.COLUMN_STATS_COLUMNS) or defined_columns
         return cls(tuple(partitions),
                    ColumnStatsSettings(tuple(columns) if columns else None, config.get(MK.COLUMN_STATS_MAX_COLUMNS),
@@ -225,7 +240,8 @@ def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, ac
         drop_metadata_table(meta, action)
         return False
     settings = MetadataWriteSettings.of(config, bool(meta.table_config.partition_fields), meta.table_config.version,
-                                        column_stats_columns(meta))
+                                        column_stats_columns(meta),
+                                        record_index_wanted(config, meta, enabled_partitions(meta)))
     _install_hook()
     with _LOCK:
         _REGISTERED[meta.base_path] = settings
@@ -395,6 +411,9 @@ class MetadataWriter:
     def _initialise(self, partition: str) -> None:
         """One BULK_INSERT_PREPPED deltacommit building `partition` from the data table as it stands: every file
         group gets its empty 80-byte log, those with records a base HFile (notes §4.4)."""
+        if partition == RECORD_INDEX:
+            self._initialise_record_index()
+            return
         instant = self._init_instant()
         records = self._initial_records(partition)
         timeline = self.mdt.active_timeline
@@ -414,6 +433,33 @@ class MetadataWriter:
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
         log.info("metadata table of %s: initialised %s (%d records) at %s", self.data.base_path, partition,
                  len(records), instant)
+
+    def _initialise_record_index(self) -> None:
+        """record_index from the latest merged slices: the shard count sized to the keys (Hudi's estimate), one
+        base HFile per shard with keys, the empty init log in every shard; then index.json names it (v9)."""
+        instant = self._init_instant()
+        delta = initial_delta(self.data, FileSystemView(self.data))
+        count = estimate_file_group_count(delta.num_rows, self.settings.writer_config)
+        timeline = self.mdt.active_timeline
+        inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
+        directory = f"{self.base_path}/{RECORD_INDEX}"
+        self.storage.mkdirs(directory)
+        write_partition_metadata(self.storage, self.base_path, RECORD_INDEX, instant)
+        shards = {d.shard: d for d in by_shard(delta, count)}
+        written = []
+        for i in range(count):
+            fg = file_group_id(RECORD_INDEX_FILE_GROUP_PREFIX, i)
+            create_new_log_file(self.storage, directory, fg, instant, 1, EMPTY_LOG_TOKEN,
+                                [DeleteBlock.from_records([], instant)])
+            if i in shards:
+                written.append(self._write_base_cells(RECORD_INDEX, fg, instant, len(written),
+                                                      lambda name, d=shards[i]: shard_cells(d.upserts, self.schema,
+                                                                                            name)))
+        metadata = self._commit_metadata(written, instant, BULK_INSERT_PREPPED, base_files=True)
+        timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
+        register_definition(self.data)
+        log.info("metadata table of %s: initialised %s (%d keys in %d file groups) at %s", self.data.base_path,
+                 RECORD_INDEX, delta.num_rows, count, instant)
 
     def _initial_records(self, partition: str) -> list[MetadataRecord]:
         listing, latest = self._table_files
@@ -454,6 +500,14 @@ class MetadataWriter:
         self.storage.create(f"{self.base_path}/{partition}/{name}", data)
         return _Written(partition, fg, name, len(data), len(records))
 
+    def _write_base_cells(self, partition: str, fg: str, instant: str, ordinal: int, cells_of) -> _Written:
+        """A base HFile of cells already encoded: `cells_of(file name)` (the name is in every base record)."""
+        name = make_base_file_name(fg, make_write_token(ordinal, 0, ordinal), instant, HFILE_EXTENSION)
+        cells = cells_of(name)
+        data = write_cells(cells, self.schema, base_file=True, create_time_ms=int(time.time() * 1000))
+        self.storage.create(f"{self.base_path}/{partition}/{name}", data)
+        return _Written(partition, fg, name, len(data), len(cells))
+
     def _commit_metadata(self, written: list[_Written], instant: str, operation: str,
                          base_files: bool) -> HoodieCommitMetadata:
         md = HoodieCommitMetadata(extraMetadata={"schema": commit_schema(self.version)}, operationType=operation,
@@ -493,9 +547,20 @@ class MetadataWriter:
             records = self._commit_records(completion.metadata)
         else:
             return  # savepoint: Hudi neither writes nor savepoints the MDT
+        shard_deltas = self._record_index_deltas(completion, instant)
         self.discard(instant)  # an earlier attempt whose data instant never completed
         self._table_services()
-        self.deltacommit(instant, records)
+        self.deltacommit(instant, records, shard_deltas)
+
+    def _record_index_deltas(self, completion: ActionCompletion, instant: str) -> list[ShardDelta]:
+        """The record_index changes of a commit action, by shard (read before the MDT's services run: its
+        compaction does not change the shard count)."""
+        if RECORD_INDEX not in self.settings.partitions or not isinstance(completion.metadata, HoodieCommitMetadata):
+            return []
+        delta = commit_delta(self.data, completion.metadata, instant)
+        if delta.num_rows == 0:
+            return []
+        return by_shard(delta, len(self._latest_files(RECORD_INDEX)))
 
     def _table_services(self) -> None:
         """The MDT's own table services before its next deltacommit, in Hudi's order (performTableServices):
@@ -587,8 +652,10 @@ class MetadataWriter:
                                  for n in names for s in known.get(p, {}).get(n, [])]
         return out
 
-    def deltacommit(self, instant: str, records: dict[str, list[MetadataRecord]]) -> None:
-        """The MDT deltacommit `instant`: one new log file per touched file group (notes §2.4, §2.5)."""
+    def deltacommit(self, instant: str, records: dict[str, list[MetadataRecord]],
+                    shard_deltas: list[ShardDelta] = ()) -> None:
+        """The MDT deltacommit `instant`: one new log file per touched file group (notes §2.4, §2.5); record_index
+        shards get their upserts as an HFILE_DATA_BLOCK followed by their deletes as a DELETE_BLOCK."""
         timeline = self.mdt.active_timeline
         inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
         written: list[_Written] = []
@@ -602,6 +669,22 @@ class MetadataWriter:
                     base, version, token = latest[fg]
                     written.append(self._write_log_file(partition, fg, instant, group_records, len(written),
                                                         (base, version + 1, token) if self.v6 else None))
+        if shard_deltas:
+            latest = self._latest_files(RECORD_INDEX)
+            groups = sorted(latest)
+            for d in shard_deltas:
+                base, version, token = latest[groups[d.shard]]
+                blocks = []
+                if d.upserts.num_rows:
+                    cells = shard_cells(d.upserts, self.schema)
+                    blocks.append(HFileDataBlock.from_hfile(write_cells(cells, self.schema, base_file=False,
+                                                                        create_time_ms=int(time.time() * 1000)),
+                                                            self.schema, instant))
+                if len(d.deletes):
+                    blocks.append(delete_block(d.deletes, instant))
+                written.append(self._write_log_blocks(RECORD_INDEX, groups[d.shard], instant, blocks,
+                                                      d.upserts.num_rows + len(d.deletes), len(written),
+                                                      (base, version + 1, token) if self.v6 else None))
         metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
         crash_point("metadata.before_commit")
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
@@ -616,10 +699,14 @@ class MetadataWriter:
         block = HFileDataBlock.from_hfile(write_records(records, self.schema, base_file=False,
                                                         create_time_ms=int(time.time() * 1000)),
                                           self.schema, instant)
+        return self._write_log_blocks(partition, fg, instant, [block], len(records), ordinal, v6_next)
+
+    def _write_log_blocks(self, partition: str, fg: str, instant: str, blocks: list, count: int, ordinal: int,
+                          v6_next: tuple[str, int, str | None] | None = None) -> _Written:
         base_instant, version, token = v6_next or (instant, 1, None)
         new = create_new_log_file(self.storage, f"{self.base_path}/{partition}", fg, base_instant, version,
-                                  token or make_write_token(ordinal, 0, ordinal), [block])
-        return _Written(partition, fg, new.name, new.size, len(records))
+                                  token or make_write_token(ordinal, 0, ordinal), blocks)
+        return _Written(partition, fg, new.name, new.size, count)
 
     def _latest_files(self, partition: str) -> dict[str, tuple[str, int, str | None]]:
         """File id -> (base instant of its latest slice, its latest log version there (0: none), that log's write

@@ -139,6 +139,17 @@ def record_locations(metadata: HoodieTableMetadata, keys: Iterable[str]) -> dict
     return out
 
 
+def all_record_locations(metadata: HoodieTableMetadata) -> dict[str, RecordLocation]:
+    """Every key the record index holds, with its location (validation: compare with a scan of the table)."""
+    if record_index_is_partitioned(metadata.data_meta):
+        raise HoodieMetadataNotAvailableError(f"{metadata.data_meta.base_path}: the record index is partitioned "
+                                              f"(per-partition keys), which is not read here")
+    out: dict[str, RecordLocation] = {}
+    for file_slice in shards(metadata, RECORD_INDEX):
+        out.update((key, location_of(record)) for key, record in metadata.slice_records(file_slice).items())
+    return out
+
+
 # ----------------------------------------------------------------------------------------------- secondary index
 
 
@@ -198,5 +209,5 @@ def secondary_index_record_keys(metadata: HoodieTableMetadata, index_name: str,
     return out
 
 
-__all__ = ["RecordLocation", "decode_file_id", "location_of", "record_locations", "secondary_index_partition",
+__all__ = ["RecordLocation", "all_record_locations", "decode_file_id", "location_of", "record_locations", "secondary_index_partition",
            "secondary_index_record_keys", "secondary_index_version", "shards", "unescape_secondary"]
