@@ -68,3 +68,27 @@ def apply_batch(state: dict, batch: list[tuple], delete: bool = False, key: int 
             state.pop(r[key], None)
         elif r[key] not in state or r[ordering] >= state[r[key]][ordering]:
             state[r[key]] = r
+
+
+def scanned_locations(spark, base_path) -> dict[str, tuple[str, str]]:
+    """record key -> (partition path, file id) from a snapshot read's meta columns: the oracle a record index is
+    compared with (rebuild and compare)."""
+    from storage.index.hoodie_index import file_id_of_file_name
+
+    df = spark.read.format("hudi").load(str(base_path))
+    rows = df.select("_hoodie_record_key", "_hoodie_partition_path",
+                     file_id_of_file_name(df["_hoodie_file_name"]).alias("fid")).collect()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def check_record_index(spark, base_path) -> dict:
+    """The table's record index (MDT record_index) holds exactly the scan's keys at the scan's locations."""
+    from storage.metadata.record_index import all_record_locations
+    from storage.metadata.table_metadata import HoodieTableMetadata
+    from storage.table.meta_client import HoodieTableMetaClient
+
+    meta = HoodieTableMetaClient.load(str(base_path))
+    assert "record_index" in meta.table_config.props.get("hoodie.table.metadata.partitions", "").split(",")
+    indexed = all_record_locations(HoodieTableMetadata(meta))
+    assert {k: (v.partition_path, v.file_id) for k, v in indexed.items()} == scanned_locations(spark, base_path)
+    return indexed

@@ -229,8 +229,34 @@ def _has_value_type(schema: str) -> bool:
 _UNDECODABLE = (ValueError, KeyError, TypeError, AttributeError, IndexError, OverflowError, struct.error)
 
 
+# Index records (record_index, secondary indexes) repeat one value for many keys - one per file group and instant,
+# or just "not deleted" - so their values are decoded and encoded once: a shard of millions of keys is not
+# millions of Avro decodes. Bounded: files / column stats values are mostly distinct and are not kept.
+_INDEX_TYPES = frozenset({MetadataRecordType.RECORD_INDEX, MetadataRecordType.SECONDARY_INDEX})
+_VALUE_CACHE_SIZE = 4096
+_decoded_values: dict[tuple[bytes, str], tuple] = {}
+_encoded_values: dict[tuple, bytes] = {}
+
+
+def _remember(cache: dict, key, value) -> None:
+    if len(cache) >= _VALUE_CACHE_SIZE:
+        cache.clear()
+    cache[key] = value
+
+
 def decode_record(key: bytes | str, value: bytes, schema: str, source: str = "") -> MetadataRecord:
     """The record stored under HFile row `key` as Avro `value` of writer `schema` (JSON text)."""
+    known = _decoded_values.get((value, schema))
+    if known is not None and (isinstance(key, str) or key.isascii()):
+        return MetadataRecord(key.decode("ascii") if isinstance(key, bytes) else key, *known)
+    record = _decode_record(key, value, schema, source)
+    if record.type in _INDEX_TYPES:
+        _remember(_decoded_values, (bytes(value), schema), (record.type, record.payload, record.meta,
+                                                            record.stored_key))
+    return record
+
+
+def _decode_record(key: bytes | str, value: bytes, schema: str, source: str = "") -> MetadataRecord:
     where = source or "metadata record"
     try:
         key = key.decode("utf-8") if isinstance(key, bytes) else key
@@ -255,6 +281,17 @@ def decode_record(key: bytes | str, value: bytes, schema: str, source: str = "")
 
 def encode_record(record: MetadataRecord, schema: str) -> bytes:
     """The Avro bytes Java writes for `record` with writer `schema`."""
+    if record.type not in _INDEX_TYPES:
+        return _encode_record(record, schema)
+    key = (record.type, record.payload, record.meta, record.stored_key, schema)
+    known = _encoded_values.get(key)
+    if known is None:
+        known = _encode_record(record, schema)
+        _remember(_encoded_values, key, known)
+    return known
+
+
+def _encode_record(record: MetadataRecord, schema: str) -> bytes:
     datum: dict[str, Any] = dict(zip(_META_FIELDS, (record.meta.commit_time, record.meta.commit_seqno,
                                                      record.meta.record_key, record.meta.partition_path,
                                                      record.meta.file_name)))

@@ -1,8 +1,9 @@
 """A year of daily writes, scaled down, on version 9 COW and MOR tables with the metadata table (files, column_stats,
-partition_stats) and every service inline: compaction (MOR), clustering, clean and archival of the data table, and
+partition_stats, record_index) and every service inline: compaction (MOR), clustering, clean and archival of the data table, and
 the metadata table's own compaction, clean and archival. Some days bring a delete batch, an insert overwrite of one
 partition, or a write that dies (before its commit, or after its MDT deltacommit) and is rolled back by the next
-writer. At checkpoints and at the end `validate_metadata_table_files` finds no difference, this engine and hudi-rs
+writer. At checkpoints and at the end `validate_metadata_table_files` finds no difference, the record index
+equals a scan's key -> location map, this engine and hudi-rs
 read the expected state, a filter on a data column reads the same rows with and without data skipping; at the end
 the metadata table's timeline shows it compacted, cleaned and archived."""
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "table_service"))
 from service_helpers import COLS, batch, expected, options, ours, theirs, write  # noqa: E402
-from hudi_oracle import apply_batch, spark_rows  # noqa: E402
+from hudi_oracle import apply_batch, check_record_index, spark_rows  # noqa: E402
 import storage.write.write_operation as write_operation  # noqa: E402
 from storage.avro.container import read_avro_container  # noqa: E402
 from storage.table.action_completion import register_post_complete, register_pre_complete  # noqa: E402
@@ -30,6 +31,8 @@ SERVICES = {
     "hoodie.write.table.version": 9, "hoodie.upsert.shuffle.parallelism": 2, "hoodie.insert.shuffle.parallelism": 2,
     "hoodie.metadata.enable": "true", "hoodie.metadata.index.column.stats.enable": "true",
     "hoodie.metadata.index.partition.stats.enable": "true", "hoodie.metadata.compact.max.delta.commits": 3,
+    "hoodie.metadata.record.index.enable": "true", "hoodie.metadata.record.index.min.filegroup.count": 2,
+    "hoodie.metadata.record.index.max.filegroup.count": 2,
     "hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": 3,
     "hoodie.clustering.inline": "true", "hoodie.clustering.inline.max.commits": 4,
     "hoodie.cleaner.commits.retained": 2, "hoodie.keep.min.commits": 3, "hoodie.keep.max.commits": 5,
@@ -78,6 +81,7 @@ def _check(spark, path, state: dict, since: int, caplog) -> tuple[int, int]:
     data column (`ts >= since`) reads the same rows with and without data skipping. The (kept, all) file slices of
     the skipping read."""
     assert spark.sql(f"CALL validate_metadata_table_files(table => 'hudi.`{path}`')").collect() == []
+    check_record_index(spark, path)  # rebuilt from a scan, compared
     want = expected(state)
     assert ours(spark, path) == want
     assert ours(spark, path, **{"hoodie.metadata.enable": "false"}) == want

@@ -8,13 +8,12 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
+from hudi_oracle import arrow_rows, check_record_index, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig
 from storage.config import MetadataConfigKeys as MK
-from storage.index.hoodie_index import file_id_of_file_name
 from storage.metadata.index_definitions import RECORD_INDEX, index_definitions
 from storage.metadata.keys import file_group_index
-from storage.metadata.record_index import all_record_locations, shards
+from storage.metadata.record_index import shards
 from storage.metadata.record_index_writer import (
     DELETED,
     DELTA_SCHEMA,
@@ -49,22 +48,6 @@ def _options(name: str, table_type: str, **extra: str) -> dict[str, str]:
 def _write(spark, base: Path, opts: dict, rows: list[tuple], operation: str, **extra: str) -> None:
     spark.createDataFrame(rows, SCHEMA).write.format("hudi").options(**{**opts, **extra}) \
         .option("hoodie.datasource.write.operation", operation).mode("append").save(str(base))
-
-
-def scanned_locations(spark, base: Path) -> dict[str, tuple[str, str]]:
-    """key -> (partition, file id) from a snapshot read's meta columns: the independent oracle."""
-    df = spark.read.format("hudi").load(str(base))
-    rows = df.select("_hoodie_record_key", "_hoodie_partition_path",
-                     file_id_of_file_name(df["_hoodie_file_name"]).alias("fid")).collect()
-    return {r[0]: (r[1], r[2]) for r in rows}
-
-
-def check_record_index(spark, base: Path) -> dict:
-    meta = HoodieTableMetaClient.load(str(base))
-    assert RECORD_INDEX in meta.table_config.props["hoodie.table.metadata.partitions"].split(",")
-    indexed = all_record_locations(HoodieTableMetadata(meta))
-    assert {k: (v.partition_path, v.file_id) for k, v in indexed.items()} == scanned_locations(spark, base)
-    return indexed
 
 
 @pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])

@@ -2,8 +2,8 @@
 key updated, a new key, a key deleted), then compacted (merge-on-read), clustered and cleaned. After each step our
 reader and hudi-rs give the same rows, equal to Java's rows with exactly our changes. Our writer keeps the table's
 metadata table (`hoodie.metadata.enable`, default true; initialised on a table that had none) in step: its `files`
-partition lists exactly the committed files, and the index partitions this writer does not maintain
-(record_index, secondary indexes) leave hoodie.table.metadata.partitions."""
+partition lists exactly the committed files, a record index stays equal to a scan of the table (rebuild and
+compare), and the secondary indexes this writer does not maintain yet leave hoodie.table.metadata.partitions."""
 from __future__ import annotations
 
 import shutil
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from fixture_tables import fixture_names
-from hudi_oracle import META, arrow_rows, hudi_rs_read, spark_rows
+from hudi_oracle import META, arrow_rows, check_record_index, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig
 from storage.metadata.table_metadata import HoodieTableMetadata
 from storage.metadata.table_metadata_util import committed_files
@@ -48,6 +48,7 @@ def test_java_v8_v9_table_written_by_us(spark, fixture_table, tmp_path, name):
     keys = meta.table_config.record_key_fields
     ordering = meta.table_config.precombine_field
     java_instants = {p.name for p in (base / ".hoodie" / "timeline").iterdir()}
+    had_record_index = "record_index" in meta.table_config.props.get("hoodie.table.metadata.partitions", "")
 
     java = _data_rows(spark, base).orderBy(*keys).collect()
     assert len(java) >= 3, "the fixture needs three rows to update, delete and copy"
@@ -78,6 +79,8 @@ def test_java_v8_v9_table_written_by_us(spark, fixture_table, tmp_path, name):
     meta = HoodieTableMetaClient.load(str(base))
     assert meta.table_config.version == version, "a write never changes the table version"
     _check_listing(meta)
+    if had_record_index:
+        check_record_index(spark, base)
 
     if is_mor:
         instant = schedule_compaction(str(base))
@@ -95,11 +98,12 @@ def test_java_v8_v9_table_written_by_us(spark, fixture_table, tmp_path, name):
     completed = [p.name for p in ours if not p.name.endswith((".requested", ".inflight"))]
     assert completed and all("_" in n.split(".")[0] for n in completed), completed
     _check_listing(HoodieTableMetaClient.load(str(base)))
+    if had_record_index:
+        check_record_index(spark, base)
 
 
 def _check_listing(meta: HoodieTableMetaClient) -> None:
     partitions = meta.table_config.props.get("hoodie.table.metadata.partitions", "").split(",")
-    assert "files" in partitions and not any(p == "record_index" or p.startswith("secondary_index_")
-                                             for p in partitions)
+    assert "files" in partitions and not any(p.startswith("secondary_index_") for p in partitions)
     listed = {p: f for p, f in committed_files(FileSystemView(meta, use_metadata_table=False)).items() if f}
     assert HoodieTableMetadata(meta).files_in_partitions(sorted(listed)) == listed
