@@ -92,3 +92,28 @@ def check_record_index(spark, base_path) -> dict:
     indexed = all_record_locations(HoodieTableMetadata(meta))
     assert {k: (v.partition_path, v.file_id) for k, v in indexed.items()} == scanned_locations(spark, base_path)
     return indexed
+
+
+def check_secondary_indexes(spark, base_path) -> dict[str, set[str]]:
+    """Each secondary index the table defines holds exactly the entries (escaped value $ escaped key) of a snapshot
+    scan's (record key, column) pairs."""
+    from storage.metadata import secondary_index_writer as si
+    from storage.metadata.index_definitions import secondary_index_definitions
+    from storage.metadata.record_index import shards
+    from storage.metadata.table_metadata import HoodieTableMetadata
+    from storage.table.meta_client import HoodieTableMetaClient
+
+    meta = HoodieTableMetaClient.load(str(base_path))
+    metadata = HoodieTableMetadata(meta)
+    df = spark.read.format("hudi").load(str(base_path))
+    out = {}
+    for partition, definition in secondary_index_definitions(meta).items():
+        assert partition in metadata.enabled_partitions, partition
+        column = definition.source_fields[0]
+        scan = df.select("_hoodie_record_key", column).toArrow()
+        want = set(si.entry_keys(si.secondary_values(scan[column]), scan["_hoodie_record_key"]).to_pylist())
+        got = {k for s in shards(metadata, partition) for k, r in metadata.slice_records(s).items()
+               if not r.payload.is_deleted}
+        assert got == want, (partition, sorted(got ^ want)[:10])
+        out[partition] = got
+    return out

@@ -62,6 +62,9 @@ from dataclasses import dataclass, field, replace
 from importlib import resources
 from typing import Protocol
 
+import numpy as np
+import pyarrow as pa
+
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_COMPACTION_PLAN, HOODIE_ROLLBACK_METADATA, HOODIE_ROLLBACK_PLAN
 from storage.config import HoodieConfig
@@ -74,10 +77,9 @@ from storage.fs_utils import join_path, make_base_file_name, make_write_token, p
     parse_log_file_name
 from storage.metadata.column_stats import ColumnStatsSettings, file_stats, tombstone
 from storage.metadata.hfile_io import write_cells, write_records
-from storage.metadata.index_definitions import RECORD_INDEX, column_stats_columns
+from storage.metadata.index_definitions import RECORD_INDEX, column_stats_columns, secondary_index_definitions
 from storage.metadata.record_index_writer import (
     RECORD_INDEX_FILE_GROUP_PREFIX,
-    ShardDelta,
     by_shard,
     commit_delta,
     delete_block,
@@ -87,6 +89,7 @@ from storage.metadata.record_index_writer import (
     register_definition,
     shard_cells,
 )
+from storage.metadata import secondary_index_writer as si
 from storage.metadata.keys import file_group_id, mdt_partition_name
 from storage.metadata.records import (
     ColumnStats,
@@ -197,10 +200,13 @@ class MetadataWriteSettings:
     file_group_counts: tuple[tuple[str, int], ...] = ((FILES, 1), (COLUMN_STATS, 2), (PARTITION_STATS, 1))
     max_delta_commits: int = MK.COMPACT_MAX_DELTA_COMMITS.default
     writer_config: HoodieConfig = field(default_factory=HoodieConfig)  # what the MDT's clean and archival derive from
+    # (MDT partition, indexed column, index definition version) of each secondary index kept
+    secondary_indexes: tuple[tuple[str, str, str], ...] = ()
 
     @classmethod
     def of(cls, config: HoodieConfig, partitioned: bool, table_version: int = 9,
-           defined_columns: tuple[str, ...] | None = None, record_index: bool = False) -> "MetadataWriteSettings":
+           defined_columns: tuple[str, ...] | None = None, record_index: bool = False,
+           secondary_indexes: tuple[tuple[str, str, str], ...] = ()) -> "MetadataWriteSettings":
         """`defined_columns`: the columns the table's column_stats index definition names (index.json), indexed
         when the options name none; `record_index`: keep record_index (`record_index_wanted`)."""
         partitions = [FILES]
@@ -211,13 +217,14 @@ class MetadataWriteSettings:
                 partitions.append(PARTITION_STATS)
         if record_index:
             partitions.append(RECORD_INDEX)
+        partitions += [p for p, _, _ in secondary_indexes]
         columns = config.get(MK.COLUMN_STATS_COLUMNS) or defined_columns
         return cls(tuple(partitions),
                    ColumnStatsSettings(tuple(columns) if columns else None, config.get(MK.COLUMN_STATS_MAX_COLUMNS),
                                        primitive_only=table_version < 9),
                    ((FILES, 1), (COLUMN_STATS, config.get(MK.COLUMN_STATS_FILE_GROUP_COUNT)),
                     (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT))),
-                   config.get(MK.COMPACT_MAX_DELTA_COMMITS), config)
+                   config.get(MK.COMPACT_MAX_DELTA_COMMITS), config, tuple(secondary_indexes))
 
     def file_group_count(self, partition: str) -> int:
         return dict(self.file_group_counts)[partition]
@@ -241,7 +248,8 @@ def prepare_metadata_table(meta: HoodieTableMetaClient, config: HoodieConfig, ac
         return False
     settings = MetadataWriteSettings.of(config, bool(meta.table_config.partition_fields), meta.table_config.version,
                                         column_stats_columns(meta),
-                                        record_index_wanted(config, meta, enabled_partitions(meta)))
+                                        record_index_wanted(config, meta, enabled_partitions(meta)),
+                                        secondary_indexes_of(meta))
     _install_hook()
     with _LOCK:
         _REGISTERED[meta.base_path] = settings
@@ -257,6 +265,29 @@ def drop_metadata_partitions(meta: HoodieTableMetaClient, partitions: Iterable[s
         log.info("metadata table of %s: dropping %s (%s)", meta.base_path, ", ".join(present), reason)
         MetadataWriter(meta, MetadataWriteSettings())._drop_partitions(present, enabled)
     return present
+
+
+def secondary_indexes_of(meta: HoodieTableMetaClient) -> tuple[tuple[str, str, str], ...]:
+    """The secondary indexes the table defines (index.json: CREATE INDEX here, or Java's), kept by every writer:
+    (MDT partition, column, definition version)."""
+    return tuple((p, d.source_fields[0], d.version.upper())
+                 for p, d in sorted(secondary_index_definitions(meta).items()))
+
+
+def index_file_group_prefix(partition: str) -> str:
+    """Hudi names an index partition's file groups after it: `record-index-0003-0`, `secondary-index-by-city-0001-0`."""
+    return FILE_GROUP_PREFIX.get(partition) or partition.replace("_", "-") + "-"
+
+
+@dataclass(frozen=True)
+class ShardWrite:
+    """What one file group (shard) of an index partition receives from one action: upserts as encoded HFile
+    cells (sorted), and deleted keys."""
+
+    partition: str
+    shard: int
+    cells: list
+    deletes: pa.Array
 
 
 class MetadataTableServiceRunner(Protocol):
@@ -411,8 +442,8 @@ class MetadataWriter:
     def _initialise(self, partition: str) -> None:
         """One BULK_INSERT_PREPPED deltacommit building `partition` from the data table as it stands: every file
         group gets its empty 80-byte log, those with records a base HFile (notes §4.4)."""
-        if partition == RECORD_INDEX:
-            self._initialise_record_index()
+        if partition == RECORD_INDEX or self._secondary(partition) is not None:
+            self._initialise_index(partition)
             return
         instant = self._init_instant()
         records = self._initial_records(partition)
@@ -434,32 +465,49 @@ class MetadataWriter:
         log.info("metadata table of %s: initialised %s (%d records) at %s", self.data.base_path, partition,
                  len(records), instant)
 
-    def _initialise_record_index(self) -> None:
-        """record_index from the latest merged slices: the shard count sized to the keys (Hudi's estimate), one
-        base HFile per shard with keys, the empty init log in every shard; then index.json names it (v9)."""
+    def _secondary(self, partition: str) -> tuple[str, str] | None:
+        """(column, version) of a secondary index partition this writer keeps."""
+        return next(((c, v) for p, c, v in self.settings.secondary_indexes if p == partition), None)
+
+    def _initialise_index(self, partition: str) -> None:
+        """record_index or a secondary index from the latest merged slices: the shard count sized to the entries
+        (Hudi's record-index estimate, for both), one base HFile per shard with entries, the empty init log in
+        every shard; then index.json names the record index (v9; a secondary index is defined before it is
+        built)."""
         instant = self._init_instant()
-        delta = initial_delta(self.data, FileSystemView(self.data))
-        count = estimate_file_group_count(delta.num_rows, self.settings.writer_config)
+        view = FileSystemView(self.data)
+        if partition == RECORD_INDEX:
+            delta = initial_delta(self.data, view)
+            count = estimate_file_group_count(delta.num_rows, self.settings.writer_config)
+            shards = {d.shard: (lambda name, d=d: shard_cells(d.upserts, self.schema, name))
+                      for d in by_shard(delta, count)}
+            entries = delta.num_rows
+        else:
+            column, version = self._secondary(partition)
+            keys = si.initial_entries(self.data, view, column)
+            count = estimate_file_group_count(len(keys), self.settings.writer_config)
+            table = pa.table({si.KEY: keys, si.DELETED: pa.array(np.zeros(len(keys), bool))})
+            shards = {shard: (lambda name, k=upserts: si.secondary_cells(k, self.schema, name))
+                      for shard, upserts, _ in si.by_secondary_shard(table, count, version)}
+            entries = len(keys)
         timeline = self.mdt.active_timeline
         inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
-        directory = f"{self.base_path}/{RECORD_INDEX}"
+        directory = f"{self.base_path}/{partition}"
         self.storage.mkdirs(directory)
-        write_partition_metadata(self.storage, self.base_path, RECORD_INDEX, instant)
-        shards = {d.shard: d for d in by_shard(delta, count)}
+        write_partition_metadata(self.storage, self.base_path, partition, instant)
         written = []
         for i in range(count):
-            fg = file_group_id(RECORD_INDEX_FILE_GROUP_PREFIX, i)
+            fg = file_group_id(index_file_group_prefix(partition), i)
             create_new_log_file(self.storage, directory, fg, instant, 1, EMPTY_LOG_TOKEN,
                                 [DeleteBlock.from_records([], instant)])
             if i in shards:
-                written.append(self._write_base_cells(RECORD_INDEX, fg, instant, len(written),
-                                                      lambda name, d=shards[i]: shard_cells(d.upserts, self.schema,
-                                                                                            name)))
+                written.append(self._write_base_cells(partition, fg, instant, len(written), shards[i]))
         metadata = self._commit_metadata(written, instant, BULK_INSERT_PREPPED, base_files=True)
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))
-        register_definition(self.data)
-        log.info("metadata table of %s: initialised %s (%d keys in %d file groups) at %s", self.data.base_path,
-                 RECORD_INDEX, delta.num_rows, count, instant)
+        if partition == RECORD_INDEX:
+            register_definition(self.data)
+        log.info("metadata table of %s: initialised %s (%d entries in %d file groups) at %s", self.data.base_path,
+                 partition, entries, count, instant)
 
     def _initial_records(self, partition: str) -> list[MetadataRecord]:
         listing, latest = self._table_files
@@ -547,20 +595,31 @@ class MetadataWriter:
             records = self._commit_records(completion.metadata)
         else:
             return  # savepoint: Hudi neither writes nor savepoints the MDT
-        shard_deltas = self._record_index_deltas(completion, instant)
+        shard_writes = self._index_writes(completion, instant)
         self.discard(instant)  # an earlier attempt whose data instant never completed
         self._table_services()
-        self.deltacommit(instant, records, shard_deltas)
+        self.deltacommit(instant, records, shard_writes)
 
-    def _record_index_deltas(self, completion: ActionCompletion, instant: str) -> list[ShardDelta]:
-        """The record_index changes of a commit action, by shard (read before the MDT's services run: its
-        compaction does not change the shard count)."""
-        if RECORD_INDEX not in self.settings.partitions or not isinstance(completion.metadata, HoodieCommitMetadata):
+    def _index_writes(self, completion: ActionCompletion, instant: str) -> list[ShardWrite]:
+        """What a commit action changes in record_index and the secondary indexes, by shard (computed before the
+        MDT's services run: its compaction does not change shard counts)."""
+        md = completion.metadata
+        if not isinstance(md, HoodieCommitMetadata):
             return []
-        delta = commit_delta(self.data, completion.metadata, instant)
-        if delta.num_rows == 0:
-            return []
-        return by_shard(delta, len(self._latest_files(RECORD_INDEX)))
+        out: list[ShardWrite] = []
+        if RECORD_INDEX in self.settings.partitions:
+            delta = commit_delta(self.data, md, instant)
+            if delta.num_rows:
+                count = len(self._latest_files(RECORD_INDEX))
+                out += [ShardWrite(RECORD_INDEX, d.shard, shard_cells(d.upserts, self.schema), d.deletes)
+                        for d in by_shard(delta, count)]
+        for partition, column, version in self.settings.secondary_indexes:
+            entries = si.commit_entries(self.data, md, instant, column)
+            if entries.num_rows:
+                count = len(self._latest_files(partition))
+                out += [ShardWrite(partition, shard, si.secondary_cells(upserts, self.schema), deletes)
+                        for shard, upserts, deletes in si.by_secondary_shard(entries, count, version)]
+        return out
 
     def _table_services(self) -> None:
         """The MDT's own table services before its next deltacommit, in Hudi's order (performTableServices):
@@ -653,8 +712,8 @@ class MetadataWriter:
         return out
 
     def deltacommit(self, instant: str, records: dict[str, list[MetadataRecord]],
-                    shard_deltas: list[ShardDelta] = ()) -> None:
-        """The MDT deltacommit `instant`: one new log file per touched file group (notes §2.4, §2.5); record_index
+                    shard_writes: list[ShardWrite] = ()) -> None:
+        """The MDT deltacommit `instant`: one new log file per touched file group (notes §2.4, §2.5); index
         shards get their upserts as an HFILE_DATA_BLOCK followed by their deletes as a DELETE_BLOCK."""
         timeline = self.mdt.active_timeline
         inflight = timeline.transition_to_inflight(timeline.create_requested(Action.DELTA_COMMIT, instant))
@@ -669,22 +728,22 @@ class MetadataWriter:
                     base, version, token = latest[fg]
                     written.append(self._write_log_file(partition, fg, instant, group_records, len(written),
                                                         (base, version + 1, token) if self.v6 else None))
-        if shard_deltas:
-            latest = self._latest_files(RECORD_INDEX)
-            groups = sorted(latest)
-            for d in shard_deltas:
-                base, version, token = latest[groups[d.shard]]
-                blocks = []
-                if d.upserts.num_rows:
-                    cells = shard_cells(d.upserts, self.schema)
-                    blocks.append(HFileDataBlock.from_hfile(write_cells(cells, self.schema, base_file=False,
-                                                                        create_time_ms=int(time.time() * 1000)),
-                                                            self.schema, instant))
-                if len(d.deletes):
-                    blocks.append(delete_block(d.deletes, instant))
-                written.append(self._write_log_blocks(RECORD_INDEX, groups[d.shard], instant, blocks,
-                                                      d.upserts.num_rows + len(d.deletes), len(written),
-                                                      (base, version + 1, token) if self.v6 else None))
+        latest_of: dict[str, dict] = {}
+        for w in shard_writes:
+            if w.partition not in latest_of:
+                latest_of[w.partition] = self._latest_files(w.partition)
+            latest = latest_of[w.partition]
+            fg = sorted(latest)[w.shard]
+            base, version, token = latest[fg]
+            blocks = []
+            if w.cells:
+                blocks.append(HFileDataBlock.from_hfile(write_cells(w.cells, self.schema, base_file=False,
+                                                                    create_time_ms=int(time.time() * 1000)),
+                                                        self.schema, instant))
+            if len(w.deletes):
+                blocks.append(delete_block(w.deletes, instant, w.partition))
+            written.append(self._write_log_blocks(w.partition, fg, instant, blocks, len(w.cells) + len(w.deletes),
+                                                  len(written), (base, version + 1, token) if self.v6 else None))
         metadata = self._commit_metadata(written, instant, UPSERT_PREPPED, base_files=False)
         crash_point("metadata.before_commit")
         timeline.transition_to_complete(inflight, metadata.to_bytes(self.version))

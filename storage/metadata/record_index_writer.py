@@ -148,9 +148,10 @@ def shard_cells(upserts: pa.Table, schema: str, file_name: str | None = None) ->
     return [(k, values[t]) for k, t in zip(keys, triples)]
 
 
-def delete_block(keys: pa.Array, instant: str) -> DeleteBlock:
-    """The DELETE_BLOCK of a shard's deleted keys (Hudi lands a record-index delete as a delete entry)."""
-    return DeleteBlock.from_records([DeleteRecord(k, RECORD_INDEX) for k in sorted(keys.to_pylist())], instant)
+def delete_block(keys: pa.Array, instant: str, partition: str = RECORD_INDEX) -> DeleteBlock:
+    """The DELETE_BLOCK of an index shard's deleted keys (Hudi lands an index delete as a delete entry, keyed by
+    the MDT partition)."""
+    return DeleteBlock.from_records([DeleteRecord(k, partition) for k in sorted(keys.to_pylist())], instant)
 
 
 @dataclass(frozen=True)

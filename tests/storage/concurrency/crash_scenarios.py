@@ -20,10 +20,13 @@ def opts(name: str, mor: bool, extra: tuple[tuple[str, str], ...] = ()) -> dict[
             "hoodie.datasource.write.table.type": "MERGE_ON_READ" if mor else "COPY_ON_WRITE", **dict(extra)}
 
 
-# a version 9 table whose writers keep its metadata table (files, column_stats, partition_stats)
+# a version 9 table whose writers keep its metadata table (files, column_stats, partition_stats, record_index)
 WITH_METADATA_TABLE = (("hoodie.write.table.version", "9"), ("hoodie.metadata.enable", "true"),
                        ("hoodie.metadata.index.column.stats.enable", "true"),
-                       ("hoodie.metadata.index.partition.stats.enable", "true"))
+                       ("hoodie.metadata.index.partition.stats.enable", "true"),
+                       ("hoodie.metadata.record.index.enable", "true"),
+                       ("hoodie.metadata.record.index.min.filegroup.count", "2"),
+                       ("hoodie.metadata.record.index.max.filegroup.count", "2"))
 
 
 SEED = [(i, f"v{i}", 1, "p1" if i % 2 else "p2") for i in range(6)]

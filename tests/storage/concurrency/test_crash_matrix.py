@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from crash_scenarios import COLS, RECOVERY, SCHEMA, Scenario, apply, opts, scenarios_for
-from hudi_oracle import arrow_rows, hudi_rs_read, rows, spark_rows
+from hudi_oracle import arrow_rows, check_record_index, hudi_rs_read, rows, spark_rows
 from quick_jvm import quick_jvm_env
 
 import storage.write.write_operation as write_operation
@@ -196,11 +196,14 @@ def _assert_reads(spark, path: str, state: dict, when: str) -> None:
     assert arrow_rows(hudi_rs_read(path), COLS) == want, f"hudi-rs, {when}"
 
 
-def _assert_metadata_table_in_step(path: str, when: str) -> None:
-    """The metadata table lists exactly the committed files (what validate_metadata_table_files checks)."""
+def _assert_metadata_table_in_step(spark, path: str, when: str) -> None:
+    """The metadata table lists exactly the committed files (what validate_metadata_table_files checks), and its
+    record index, when it has one, equals a scan's key -> location map."""
     meta = HoodieTableMetaClient.load(path)
     listed = {p: f for p, f in committed_files(FileSystemView(meta, use_metadata_table=False)).items() if f}
     assert HoodieTableMetadata(meta).files_in_partitions(sorted(listed)) == listed, f"metadata table, {when}"
+    if "record_index" in HoodieTableMetadata(meta).enabled_partitions:
+        check_record_index(spark, path)
 
 
 def _assert_settled(path: str) -> None:
@@ -238,7 +241,7 @@ def test_crash_point(spark, spark_children, seeded_copy, tmp_path, monkeypatch, 
     state = scenario.state_after_crash(point, state)
     _assert_reads(spark, path, state, f"after a crash at {point}")
     if scenario.keeps_metadata_table:
-        _assert_metadata_table_in_step(path, f"after a crash at {point}")
+        _assert_metadata_table_in_step(spark, path, f"after a crash at {point}")
 
     if scenario.recover == "compaction":
         run_compaction(spark, path)
@@ -249,5 +252,5 @@ def test_crash_point(spark, spark_children, seeded_copy, tmp_path, monkeypatch, 
     state = apply(state, RECOVERY, "upsert")
     _assert_reads(spark, path, state, f"after recovering from {point}")
     if scenario.keeps_metadata_table:
-        _assert_metadata_table_in_step(path, f"after recovering from {point}")
+        _assert_metadata_table_in_step(spark, path, f"after recovering from {point}")
     _assert_settled(path)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fixture_tables import copy_fixture
-from hudi_oracle import arrow_rows, check_record_index, hudi_rs_read, spark_rows
+from hudi_oracle import arrow_rows, check_record_index, check_secondary_indexes, hudi_rs_read, spark_rows
 from storage.config import MetadataConfigKeys as MK
 from storage.metadata.table_metadata_util import committed_files
 from storage.metadata.table_metadata import HoodieTableMetadata
@@ -320,12 +320,12 @@ def test_our_upsert_keeps_a_java_tables_metadata_table(spark, fixtures_cache, tm
     row.withColumn("merchant_name", F.lit("Changed")).withColumn("txn_ts", F.col("txn_ts") + 1) \
         .write.format("hudi").options(**opts).mode("append").save(str(base))
     meta = HoodieTableMetaClient.load(str(base))
-    # Java's record index is kept in step (equal to a scan: rebuild and compare); its secondary indexes,
-    # not maintained here yet, are dropped
+    # Java's record index and secondary indexes are kept in step (each equal to a scan: rebuild and compare)
     assert meta.table_config.props["hoodie.table.metadata.partitions"] == \
-        "column_stats,files,partition_stats,record_index"
-    assert not (base / ".hoodie" / "metadata" / "secondary_index_merchant_idx").exists()
+        "column_stats,files,partition_stats,record_index,secondary_index_merchant_idx,secondary_index_txn_date_idx"
     check_record_index(spark, base)
+    merchants = check_secondary_indexes(spark, base)["secondary_index_merchant_idx"]
+    assert "Changed$TXN-001" in merchants
     mdt = HoodieTableMetaClient.load(str(base / ".hoodie" / "metadata"))
     ours = meta.timeline.completed().last().timestamp
     assert before < {i.timestamp for i in mdt.timeline} and mdt.timeline.completed().find(ours) is not None
