@@ -53,7 +53,8 @@ class Outcome:
     message: str = ""
 
 
-def options(path: str, lock: str, mor: bool, lock_options: dict[str, str] | None = None) -> dict[str, str]:
+def options(path: str, lock: str, mor: bool, lock_options: dict[str, str] | None = None,
+            write_options: dict[str, str] | None = None) -> dict[str, str]:
     return {
         "hoodie.table.name": "concurrent", "hoodie.datasource.write.recordkey.field": "id",
         "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "part",
@@ -64,7 +65,7 @@ def options(path: str, lock: str, mor: bool, lock_options: dict[str, str] | None
         "hoodie.write.lock.wait_time_ms": "60000", "hoodie.write.lock.client.num_retries": "5",
         # with several writers a stale heartbeat must never count as dead while its writer is merely slow
         "hoodie.client.heartbeat.interval_in_ms": "5000",
-        **(lock_options or {}),
+        **(lock_options or {}), **(write_options or {}),
     }
 
 
@@ -142,13 +143,14 @@ def expected_state(outcomes: list[dict], seed: list[tuple]) -> dict:
 
 
 def run(writers: int, rounds: int, lock: str, mor: bool = False, compactor: bool = False,
-        directory: str | None = None, spark=None, lock_options: dict[str, str] | None = None) -> dict:
+        directory: str | None = None, spark=None, lock_options: dict[str, str] | None = None,
+        write_options: dict[str, str] | None = None) -> dict:
     """Run the rounds; returns the figures and the outcomes (raises AssertionError when the table is wrong).
     `spark`: the session that seeds and checks the table (a local one by default); `lock_options`: more options
-    of the lock provider (its endpoint, timeouts) for every writer."""
+    of the lock provider (its endpoint, timeouts) for every writer; `write_options`: any other writer options."""
     directory = directory or tempfile.mkdtemp(prefix="concurrent-writers-")
     path = os.path.join(directory, "table")
-    opts = options(path, lock, mor, lock_options)
+    opts = options(path, lock, mor, lock_options, write_options)
     seed = [(w, w, 0, 0, SHARED) for w in range(writers)] + [(1_000 + w, w, 0, 0, f"w{w}") for w in range(writers)]
     spark = spark or _session()
     from storage.client.write_client import HoodieWriteClient

@@ -100,8 +100,14 @@ class CommandPlanner:
 COMMAND_PLANNERS: tuple[CommandPlanner, ...] = (
     CommandPlanner("CALL", call.matches, call.plan, writes=True),
     CommandPlanner("ALTER TABLE UNSET TBLPROPERTIES", alter.unset_matches, alter.unset_plan, writes=True),
+    CommandPlanner("SHOW INDEXES", index.show_matches, index.show_plan),
     CommandPlanner("SHOW", show.matches, show.plan),
     CommandPlanner("CREATE INDEX", index.command_matches, index.command_plan, writes=True),
+)
+
+# tried in order for statements sqlglot cannot parse, before Spark gets them (Hudi grammar Spark lacks too)
+UNPARSED_PLANNERS: tuple[CommandPlanner, ...] = (
+    CommandPlanner("DROP INDEX", index.drop_text_matches, index.drop_text_plan, writes=True),
 )
 
 
@@ -142,6 +148,10 @@ class SqlFrontEnd:
         try:
             node = sqlglot.parse_one(statement.text, read="spark")
         except ParseError as exc:
+            ctx = PlanContext(self.spark, self.resolver, self.original_sql, statement, sql_args=args,
+                              sql_kwargs=kwargs)
+            if any(c.matches(ctx, statement.text) for c in UNPARSED_PLANNERS):
+                return self._run_command(ctx, statement, text, args, kwargs, UNPARSED_PLANNERS)
             return self._unparsed(statement, text, args, kwargs, exc)
         if node is None:
             return self.original_sql(text, *args, **kwargs)
@@ -168,9 +178,10 @@ class SqlFrontEnd:
         finally:
             ctx.cleanup()
 
-    def _run_command(self, ctx: PlanContext, statement: Statement, text: str, args, kwargs) -> DataFrame:
+    def _run_command(self, ctx: PlanContext, statement: Statement, text: str, args, kwargs,
+                     planners: tuple[CommandPlanner, ...] = COMMAND_PLANNERS) -> DataFrame:
         try:
-            command = next((c for c in COMMAND_PLANNERS if c.matches(ctx, statement.text)), None)
+            command = next((c for c in planners if c.matches(ctx, statement.text)), None)
             if command is not None:
                 if command.writes and (args or kwargs):
                     raise ctx.error(f"parameter markers are not supported in {command.name}")

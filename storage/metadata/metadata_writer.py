@@ -70,7 +70,7 @@ from storage.avro.models import HOODIE_COMPACTION_PLAN, HOODIE_ROLLBACK_METADATA
 from storage.config import HoodieConfig
 from storage.config import MetadataConfigKeys as MK
 from storage.config import TableConfigKeys as TK
-from storage.exception import HoodieCorruptedLogError
+from storage.exception import HoodieCorruptedLogError, HoodieIndexError
 from storage.file_group.log_block import DeleteBlock, HFileDataBlock
 from storage.file_group.log_format import HoodieLogFileReader, create_new_log_file
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, parse_base_file_name, \
@@ -262,8 +262,7 @@ def drop_metadata_partitions(meta: HoodieTableMetaClient, partitions: Iterable[s
     enabled = set(enabled_partitions(meta))
     present = sorted(set(partitions) & enabled)
     if present:
-        log.info("metadata table of %s: dropping %s (%s)", meta.base_path, ", ".join(present), reason)
-        MetadataWriter(meta, MetadataWriteSettings())._drop_partitions(present, enabled)
+        MetadataWriter(meta, MetadataWriteSettings())._drop_partitions(present, enabled, reason)
     return present
 
 
@@ -272,6 +271,15 @@ def secondary_indexes_of(meta: HoodieTableMetaClient) -> tuple[tuple[str, str, s
     (MDT partition, column, definition version)."""
     return tuple((p, d.source_fields[0], d.version.upper())
                  for p, d in sorted(secondary_index_definitions(meta).items()))
+
+
+def refuse_overwrite_with_secondary_indexes(meta: HoodieTableMetaClient, operation: str) -> None:
+    """Hudi refuses insert_overwrite and delete_partition on a table with secondary indexes; refused here before
+    anything is written."""
+    indexes = [p for p, _, _ in secondary_indexes_of(meta)]
+    if indexes:
+        raise HoodieIndexError(f"Can not perform operation {operation} on secondary index ({meta.base_path} has "
+                               f"{', '.join(indexes)}; DROP INDEX first)")
 
 
 def index_file_group_prefix(partition: str) -> str:
@@ -418,13 +426,14 @@ class MetadataWriter:
         self.data.update_table_config({TK.METADATA_PARTITIONS.key: ",".join(sorted(enabled)),
                                        TK.METADATA_PARTITIONS_INFLIGHT.key: ""})
 
-    def _drop_partitions(self, partitions: list[str], enabled: set[str]) -> None:
-        """Unlist, then delete, MDT partitions nobody keeps in step here (Hudi drops a disabled index)."""
+    def _drop_partitions(self, partitions: list[str], enabled: set[str],
+                         reason: str = "not maintained by this writer") -> None:
+        """Unlist, then delete, MDT partitions (Hudi drops a disabled index, and DROP INDEX drops one)."""
         self._list_partitions(enabled - set(partitions))
         for partition in partitions:
             self.storage.delete_dir(f"{self.base_path}/{partition}")
-        log.warning("metadata table of %s: partitions %s are not maintained by this writer and were removed",
-                    self.data.base_path, ", ".join(partitions))
+        log.warning("metadata table of %s: partitions %s removed (%s)", self.data.base_path, ", ".join(partitions),
+                    reason)
 
     def _init_instant(self) -> str:
         """`00000000000000000` plus k for the first k not on the MDT timeline (Hudi 1.x); version 6: the latest

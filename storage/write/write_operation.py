@@ -36,7 +36,7 @@ from storage.keygen import KeyGenerator, arrow_keys
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
-from storage.metadata.metadata_writer import prepare_metadata_table
+from storage.metadata.metadata_writer import prepare_metadata_table, refuse_overwrite_with_secondary_indexes
 from storage.write.update_strategy import check_updates as check_clustering_updates
 from storage.testing.crash_points import crash_point
 from storage.timeline.commit_metadata import HoodieCommitMetadata, HoodieWriteStat
@@ -253,7 +253,8 @@ class WriteOperation:
                                                     table_config_for(settings, self.config, prepared.schema),
                                                     self.storage)
         # the batch passed its checks: the write goes ahead, with the metadata table kept in step or removed
-        prepare_metadata_table(meta, self.config, f"{op.value} write")
+        if prepare_metadata_table(meta, self.config, f"{op.value} write") and op.is_overwrite:
+            refuse_overwrite_with_secondary_indexes(meta, op.name)
         txn = TransactionManager.for_table(meta, self.config)
         self._rollback_failed_writes(meta, txn)
         snapshot = TimelineSnapshot.of(meta.timeline)

@@ -3,13 +3,15 @@ which runs `--rounds 50` for the figures): disjoint rounds all commit, overlappi
 writers that did not conflict, losers get HoodieWriteConflictError, and the table read by this engine and by
 hudi-rs equals the committed batches, with the file-system and Hive Metastore locks, and four writers and a
 compactor process on merge-on-read under each of ZooKeeper (a real server), DynamoDB (moto's server over HTTP)
-and the storage-based lock (conditional writes); a compactor racing the writers loses no update."""
+and the storage-based lock (conditional writes); a compactor racing the writers loses no update, and the record
+index the writers keep equals a scan of the table."""
 from __future__ import annotations
 
 import os
 import uuid
 
 import pytest
+from hudi_oracle import check_record_index
 from quick_jvm import quick_jvm_env
 from s3_server import ACCESS_KEY, REGION, SECRET_KEY
 from zookeeper_server import zookeeper_server_fixture  # noqa: F401 - fixture
@@ -30,9 +32,16 @@ def test_three_writers_and_a_compactor_on_merge_on_read(spark, tmp_path):
     # the file-system lock: three writers racing in the shared partition and the compactor: still conflicts and a
     # compaction racing them; a fourth writer was one more JVM on two cores and asserted nothing more (two writers
     # alone with this lock asserted nothing this does not)
-    figures = run(3, 2, "fs", mor=True, compactor=True, directory=str(tmp_path), spark=spark)["figures"]
+    # with the record index kept by every writer and the compactor: afterwards it equals a scan of the table
+    record_index = {"hoodie.metadata.record.index.enable": "true",
+                    "hoodie.metadata.record.index.min.filegroup.count": "2",
+                    "hoodie.metadata.record.index.max.filegroup.count": "2"}
+    result = run(3, 2, "fs", mor=True, compactor=True, directory=str(tmp_path), spark=spark,
+                 write_options=record_index)
+    figures = result["figures"]
     assert figures["disjoint_commits"] == 3 and figures["overlap_writes"] == 3
     assert figures["overlap_commits"] + figures["overlap_conflicts"] == figures["overlap_writes"]
+    check_record_index(spark, result["path"])
 
 
 def test_two_writers_hive_metastore_lock(spark, tmp_path):

@@ -143,3 +143,24 @@ def test_file_ids_are_encoded_as_hudi_does():
     other = location_info("x", "not-a-uuid", 5)
     assert other.file_id_encoding == 1 and other.file_group_id == "not-a-uuid"
     assert instant_millis("20240102030405678") == 1704164645678
+
+
+def test_a_defined_secondary_index_is_built_kept_and_refuses_overwrites(spark, tmp_path):
+    from hudi_oracle import check_secondary_indexes
+    from storage.exception import HoodieIndexError
+    from storage.metadata.index_definitions import IndexDefinition, put_index_definition
+
+    base = tmp_path / "si_table"
+    opts = _options(base.name, "MERGE_ON_READ")
+    _write(spark, base, opts, [(1, "a", 1.5, 1, "x"), (2, "b", 2.5, 1, "y"), (3, None, 3.5, 1, "x")], "insert")
+    put_index_definition(HoodieTableMetaClient.load(str(base)), IndexDefinition(
+        "secondary_index_by_name", "secondary_index", "identity", ("name",), (), "V2"))
+    _write(spark, base, opts, [(1, "a2", 0.5, 2, "x"), (4, "b", 9.5, 2, "y")], "upsert")  # builds it, then keeps it
+    entries = check_secondary_indexes(spark, base)["secondary_index_by_name"]
+    assert {"a2$1", "b$2", "b$4", "\x00$3"} == entries
+    _write(spark, base, opts, [(2, "b", 2.5, 3, "y")], "delete")
+    assert "b$2" not in check_secondary_indexes(spark, base)["secondary_index_by_name"]
+    timeline = sorted(p.name for p in (base / ".hoodie" / "timeline").iterdir() if p.is_file())
+    with pytest.raises(HoodieIndexError, match="Can not perform operation INSERT_OVERWRITE on secondary index"):
+        _write(spark, base, opts, [(5, "e", 5.5, 3, "x")], "insert_overwrite")
+    assert sorted(p.name for p in (base / ".hoodie" / "timeline").iterdir() if p.is_file()) == timeline
