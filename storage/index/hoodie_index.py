@@ -104,6 +104,12 @@ class HoodieIndex(ABC):
         and deletes; inserts and bulk inserts skip the lookup."""
         return operation.uses_index
 
+    def sees_log_changes(self, fs_view) -> bool:
+        """Whether the lookup knows what log files did to stored records (a key deleted or moved away by a log
+        block), so that a global lookup on merge-on-read needs no merged read of the table: only an index kept
+        in step by every action (the record index) does."""
+        return False
+
     def untagged(self, records: DataFrame) -> DataFrame:
         """`records` of an operation that is not looked up, every one new."""
         return untagged(records)

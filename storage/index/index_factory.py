@@ -9,6 +9,7 @@ from storage.index.bloom_index import HoodieBloomIndex
 from storage.index.bucket_index import BucketSpec, HoodieSimpleBucketIndex
 from storage.io.storage_options import StorageOptions
 from storage.index.hoodie_index import HoodieIndex
+from storage.index.record_level_index import HoodieRecordIndex
 from storage.index.simple_index import HoodieSimpleIndex
 
 
@@ -33,14 +34,25 @@ def _bucket(update_partition_path: bool, config: HoodieConfig, key_fields: list[
                                    spec=BucketSpec.of(config, key_fields))
 
 
+def _record_index(update_partition_path: bool, config: HoodieConfig, key_fields: list[str],
+                  **location) -> HoodieIndex:
+    """The metadata table's record_index (GLOBAL_SIMPLE while the table has none)."""
+    return HoodieRecordIndex(update_partition_path=update_partition_path, **location)
+
+
 INDEXES: dict[str, Callable[..., HoodieIndex]] = {
     "SIMPLE": _simple(is_global=False),
     "GLOBAL_SIMPLE": _simple(is_global=True),
     "BLOOM": _bloom(is_global=False),
     "GLOBAL_BLOOM": _bloom(is_global=True),
     "BUCKET": _bucket,
+    "RECORD_INDEX": _record_index,
 }
-GLOBAL_INDEXES = frozenset({"GLOBAL_SIMPLE", "GLOBAL_BLOOM"})
+GLOBAL_INDEXES = frozenset({"GLOBAL_SIMPLE", "GLOBAL_BLOOM", "RECORD_INDEX"})
+# each type's own hoodie.*.update.partition.path option
+_UPDATE_PARTITION_PATH = {"BLOOM": WK.BLOOM_INDEX_UPDATE_PARTITION_PATH,
+                          "GLOBAL_BLOOM": WK.BLOOM_INDEX_UPDATE_PARTITION_PATH,
+                          "RECORD_INDEX": WK.RECORD_INDEX_UPDATE_PARTITION_PATH}
 
 
 def is_global_index(config: HoodieConfig) -> bool:
@@ -57,13 +69,12 @@ def create_index(index_type: str, update_partition_path: bool | None = None,
     `config` (the `hoodie.bloom.index.*` and `hoodie.bucket.index.*` options; `record_key_fields`: the table's, which
     the bucket index hashes).
     `update_partition_path` defaults to the type's own option (`hoodie.simple.index.update.partition.path` /
-    `hoodie.bloom.index.update.partition.path`)."""
+    `hoodie.bloom.index.update.partition.path` / `hoodie.record.index.update.partition.path`)."""
     key = (index_type or "").strip().upper()
     if key not in INDEXES:
         raise HoodieIndexError(f"unsupported index type {index_type!r} ({WK.INDEX_TYPE.key}); "
                                f"supported: {', '.join(sorted(INDEXES))}")
     if update_partition_path is None:
-        option = WK.BLOOM_INDEX_UPDATE_PARTITION_PATH if "BLOOM" in key else WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH
-        update_partition_path = config.get(option)
+        update_partition_path = config.get(_UPDATE_PARTITION_PATH.get(key, WK.SIMPLE_INDEX_UPDATE_PARTITION_PATH))
     return INDEXES[key](update_partition_path, config, list(record_key_fields or []), base_path=base_path,
                         storage_options=storage_options or StorageOptions())

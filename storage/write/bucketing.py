@@ -100,9 +100,10 @@ def plan_write(meta: HoodieTableMetaClient, config: HoodieConfig, is_mor: bool, 
 
 
 # Hudi's indexes that find records in log files (HoodieIndex.canIndexLogFiles): the bucket index (whose layout
-# never takes small files) and the in-memory, HBase and record-level indexes (not offered by this engine). Bloom and
-# simple indexes read base files only.
-_INDEXES_LOG_FILES = frozenset({"BUCKET", "INMEMORY", "HBASE", "RECORD_INDEX"})
+# never takes small files) and the in-memory and HBase indexes (not offered by this engine). Bloom and simple
+# indexes read base files only, and so does the record-level index (SparkMetadataTableRecordIndex: it learns a
+# key's location from the base file it is inserted into; inserts never go to log files).
+_INDEXES_LOG_FILES = frozenset({"BUCKET", "INMEMORY", "HBASE"})
 
 
 def can_index_log_files(config: HoodieConfig) -> bool:

@@ -70,7 +70,8 @@ def tag_location(spark: SparkSession, config: HoodieConfig, records: DataFrame, 
     if not index.requires_tagging(op):
         return index.untagged(records)
     broadcast = _can_broadcast(spark, num_records, records)
-    if index.is_global and settings.is_mor and settings.populate_meta_fields and _has_logs(fs_view):
+    if index.is_global and settings.is_mor and settings.populate_meta_fields and _has_logs(fs_view) and \
+            not index.sees_log_changes(fs_view):
         tagged = attach_locations(records, _live_keys(spark, meta.base_path, records, broadcast), True, broadcast,
                                   cache)
     else:
