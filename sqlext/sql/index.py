@@ -197,12 +197,17 @@ def drop_plan(ctx, node: exp.Drop) -> DataFrame:
     return drop(ctx, names[0].name, _drop_table(node), bool(node.args.get("exists")), names[0])
 
 
-def drop_text_matches(ctx, text: str) -> bool:
-    found = _DROP_TEXT.match(text)
+def _text_names_hudi_table(ctx, pattern: re.Pattern, text: str) -> bool:
+    """Whether `text` matches `pattern` and its `table` group names a Hudi table."""
+    found = pattern.match(text)
     try:
         return bool(found) and ctx.resolve(_table_node(found.group("table"))) is not None
     except sqlglot.errors.ParseError:
         return False
+
+
+def drop_text_matches(ctx, text: str) -> bool:
+    return _text_names_hudi_table(ctx, _DROP_TEXT, text)
 
 
 def drop_text_plan(ctx, text: str) -> DataFrame:
@@ -237,11 +242,7 @@ def drop(ctx, index: str, table_node: exp.Table, if_exists: bool, index_node: ex
 
 # -- SHOW INDEXES (FROM|IN) [TABLE] t (Command) ---------------------------------------------------------------
 def show_matches(ctx, text: str) -> bool:
-    found = _SHOW_TEXT.match(text)
-    try:
-        return bool(found) and ctx.resolve(_table_node(found.group("table"))) is not None
-    except sqlglot.errors.ParseError:
-        return False
+    return _text_names_hudi_table(ctx, _SHOW_TEXT, text)
 
 
 def show_plan(ctx, text: str) -> DataFrame:

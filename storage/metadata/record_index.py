@@ -18,6 +18,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import pyarrow as pa
+
 from storage.exception import HoodieCorruptedMetadataError, HoodieMetadataNotAvailableError
 from storage.metadata.index_definitions import (
     RECORD_INDEX,
@@ -27,7 +29,7 @@ from storage.metadata.index_definitions import (
 )
 from storage.metadata.keys import (
     SECONDARY_KEY_SEPARATOR,
-    file_group_index,
+    file_group_indexes,
     secondary_index_prefix,
 )
 from storage.metadata.records import MetadataRecord, RecordIndexInfo, SecondaryIndexInfo
@@ -110,10 +112,12 @@ def shards(metadata: HoodieTableMetadata, partition: str) -> list[FileSlice]:
 
 
 def _group_by_shard(hash_inputs: dict[str, str], count: int) -> dict[int, list[str]]:
-    """Item -> shard by the Java hash of its hash input, grouped."""
+    """Item -> shard by the Java hash of its hash input, grouped (hashed in one vectorized pass)."""
+    items = list(hash_inputs)
     out: dict[int, list[str]] = {}
-    for item, hash_input in hash_inputs.items():
-        out.setdefault(file_group_index(hash_input, count), []).append(item)
+    for item, shard in zip(items, file_group_indexes(pa.array([hash_inputs[i] for i in items], pa.string()),
+                                                     count).tolist()):
+        out.setdefault(shard, []).append(item)
     return out
 
 
