@@ -242,8 +242,7 @@ def _table_after(spark, path: str, opts: dict, seed: str) -> list[tuple]:
     return spark_rows(spark.read.format("hudi").load(path).select(*COLS, PARTITION_PATH), COLS + [PARTITION_PATH])
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@pytest.mark.parametrize("update_partition_path", [True, False])
+@pytest.mark.parametrize("table_type, update_partition_path", [("COPY_ON_WRITE", True), ("MERGE_ON_READ", False)])
 def test_writes_without_record_index_equal_global_simple(spark, tmp_path, table_type, update_partition_path):
     """A table whose metadata table has no record_index yet is written as under GLOBAL_SIMPLE (Hudi's fallback),
     with RECORD_INDEX's own update-partition-path option."""
@@ -271,8 +270,7 @@ def _index_equals_scan(spark, path: str) -> None:
     assert {k: (v.partition_path, v.file_id) for k, v in held.items()} == {r[0]: (r[1], r[2]) for r in scan}
 
 
-@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
-@pytest.mark.parametrize("update_partition_path", [True, False])
+@pytest.mark.parametrize("table_type, update_partition_path", [("COPY_ON_WRITE", False), ("MERGE_ON_READ", True)])
 def test_writes_with_record_index_equal_global_simple(spark, tmp_path, monkeypatch, table_type,
                                                       update_partition_path):
     """Written with the record index kept (hoodie.metadata.record.index.enable) and used to tag upserts and

@@ -267,8 +267,7 @@ def _write(spark, base: Path, opts: dict, rows: list[tuple], operation: str) -> 
 D1, D2, D3 = dt.date(2024, 1, 15), dt.date(2024, 2, 1), dt.date(2024, 3, 9)
 
 
-@pytest.mark.parametrize("table_type, metadata", [("COPY_ON_WRITE", False), ("COPY_ON_WRITE", True),
-                                                  ("MERGE_ON_READ", False)])
+@pytest.mark.parametrize("table_type, metadata", [("COPY_ON_WRITE", True), ("MERGE_ON_READ", False)])
 def test_commit_entries_follow_the_table(spark, tmp_path, commits, table_type, metadata):
     """`metadata`: the table keeps a metadata table, so the view lists the files through it (as it does when the
     writer keeps secondary indexes), while the hook runs beside the metadata table's own update."""
