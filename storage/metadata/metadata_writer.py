@@ -11,9 +11,11 @@ between leaves a completed MDT deltacommit whose data instant is not complete: r
 `table_metadata.valid_instants`), and the rollback of the failed data instant rolls it back in the MDT too.
 
 Which tables: a writer or service whose config has `hoodie.metadata.enable=true` calls `prepare_metadata_table`
-before it changes the table: it creates / initialises the MDT partitions it maintains (`files`, and
-`column_stats` / `partition_stats` when enabled), drops those it does not maintain (record_index, secondary and
-expression indexes, bloom_filters: they would go stale) and registers the table with the hook. With the MDT
+before it changes the table: it creates / initialises the MDT partitions it maintains (`files`; `column_stats` /
+`partition_stats` / `record_index` when enabled; `record_index` and every secondary index the table already has
+or defines in index.json), drops those it does not maintain (expression indexes, bloom_filters: they would go
+stale) and registers the table with the hook. Index partitions (record_index, secondary indexes) get their
+changes from the files each action wrote (record_index_writer, secondary_index_writer), shard by shard. With the MDT
 disabled the MDT is removed, as Hudi does for such a writer (`storage.table.metadata_table.drop_metadata_table`).
 
 Table version 6 (as Hudi 1.x's HoodieBackedTableMetadataWriterTableVersionSix writes it, which keeps Hudi 0.x's

@@ -1,6 +1,7 @@
 """Lookups in a table's record-level index and secondary indexes (MDT partitions `record_index` and
 `secondary_index_<name>`, notes §3.6 / §3.7) as Java Hudi writes them: which file group holds a record key, and
-which record keys hold a secondary-column value. Read side only; writers here do not maintain these partitions.
+which record keys hold a secondary-column value. The read side; storage.metadata.record_index_writer and
+secondary_index_writer write them.
 
 Both partitions are sharded over N file groups (`record-index-0007-0`, N = how many there are). A lookup opens only
 the shards its keys map to (`keys.file_group_index`: Java String hash mod N) and, inside them, only the keys
