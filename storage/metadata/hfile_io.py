@@ -9,6 +9,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Iterator
 
+import pyarrow as pa
+
 from storage.bloom.bloom_filter import DYNAMIC_V0, create_bloom_filter
 from storage.io.hfile.format import (
     BLOOM_FILTER_META_BLOCK,
@@ -16,7 +18,7 @@ from storage.io.hfile.format import (
     HoodieHFileError,
 )
 from storage.io.hfile.reader import HFileReader
-from storage.io.hfile.writer import Flavor, HFileWriteOptions, write_hfile
+from storage.io.hfile.writer import CellArrays, Flavor, HFileWriteOptions, write_hfile
 from storage.metadata.records import MetadataRecord, decode_record, encode_record
 
 log = logging.getLogger(__name__)
@@ -46,20 +48,25 @@ def write_records(records: Iterable[MetadataRecord], schema: str, *, base_file: 
                        bloom_entries=bloom_entries)
 
 
-def write_cells(cells: list[tuple[bytes, bytes]], schema: str, *, base_file: bool,
+def write_cells(cells: list[tuple[bytes, bytes]] | CellArrays, schema: str, *, base_file: bool,
                 create_time_ms: int | None = None, options: HFileWriteOptions = DEFAULT_OPTIONS,
                 bloom_entries: int | None = None) -> bytes:
-    """`write_records` of cells already encoded and sorted by key."""
+    """`write_records` of cells already encoded and sorted by key (pairs, or Arrow arrays of an index's keys)."""
     file_info = [(FileInfoKey.SCHEMA, schema.encode("utf-8"))]
     meta_blocks = []
     if base_file:
         if bloom_entries is None:
             bloom_entries = BLOOM_ENTRIES_1_0 if options.flavor is Flavor.HBASE_1_0 else BLOOM_ENTRIES_1_1
         bloom = create_bloom_filter(DYNAMIC_V0, num_entries=bloom_entries, fpp=BLOOM_FPP)
-        bloom.add_keys([k.decode("utf-8") for k, _ in cells])
+        if isinstance(cells, CellArrays):
+            keys = cells.rows.cast(pa.string()).to_pylist()
+            first, last = (keys[0].encode("utf-8"), keys[-1].encode("utf-8")) if keys else (b"", b"")
+        else:
+            keys = [k.decode("utf-8") for k, _ in cells]
+            first, last = (cells[0][0], cells[-1][0]) if cells else (b"", b"")
+        bloom.add_keys(keys)
         file_info += [(FileInfoKey.BLOOM_FILTER_TYPE_CODE, DYNAMIC_V0.encode()),
-                      (FileInfoKey.MIN_RECORD_KEY, cells[0][0] if cells else b""),
-                      (FileInfoKey.MAX_RECORD_KEY, cells[-1][0] if cells else b"")]
+                      (FileInfoKey.MIN_RECORD_KEY, first), (FileInfoKey.MAX_RECORD_KEY, last)]
         meta_blocks.append((BLOOM_FILTER_META_BLOCK, bloom.serialize().encode("ascii")))
     log.debug("writing %d metadata records into an HFile (base file: %s)", len(cells), base_file)
     return write_hfile(cells, file_info=file_info, meta_blocks=meta_blocks, create_time_ms=create_time_ms,

@@ -42,6 +42,7 @@ from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetData
 from storage.file_group.log_format import HoodieLogFileReader
 from storage.file_group.log_scanner import HoodieMergedLogRecordScanner
 from storage.fs_utils import join_path, parse_base_file_name
+from storage.io.hfile.writer import CellArrays
 from storage.io.parquet import parquet_file, read_parquet
 from storage.meta_fields import RECORD_KEY
 from storage.metadata.index_definitions import RECORD_INDEX, IndexDefinition, put_index_definition
@@ -128,24 +129,24 @@ def _signed(value: int) -> int:
     return value - 2 ** 64 if value >= 2 ** 63 else value
 
 
-def shard_cells(upserts: pa.Table, schema: str, file_name: str | None = None) -> list[tuple[bytes, bytes]]:
+def shard_cells(upserts: pa.Table, schema: str, file_name: str | None = None) -> CellArrays:
     """HFile cells (key, Avro value) of upsert rows of one shard, sorted by key: one value encoded per distinct
     location (partition, file id, instant) - the key is not part of the value. `file_name`: a base file's
     `_hoodie_file_name`, which Hudi fills in base files only."""
     if upserts.num_rows == 0:
-        return []
+        return CellArrays(pa.array([], pa.binary()), pa.array([], pa.binary()))
     upserts = upserts.sort_by([(KEY, "ascending")])
-    locations = pa.Table.from_arrays([upserts[PARTITION], upserts[FILE_ID], upserts[INSTANT_MS]],
-                                     names=["p", "f", "i"])
-    distinct = locations.group_by(["p", "f", "i"]).aggregate([])
-    values = {}
-    for p, f, i in zip(*(distinct[c].to_pylist() for c in ("p", "f", "i"))):
-        record = MetadataRecord("", MetadataRecordType.RECORD_INDEX, location_info(p, f, i),
+    location = pc.binary_join_element_wise(upserts[PARTITION], upserts[FILE_ID],
+                                           pc.cast(upserts[INSTANT_MS], pa.string()), "\x00")
+    encoded = pc.dictionary_encode(location).combine_chunks()
+    values = []
+    for text in encoded.dictionary.to_pylist():
+        p, f, i = text.split("\x00")
+        record = MetadataRecord("", MetadataRecordType.RECORD_INDEX, location_info(p, f, int(i)),
                                 MetaFields(file_name=file_name))
-        values[(p, f, i)] = encode_record(record, schema)
-    keys = [k.encode("utf-8") for k in upserts[KEY].to_pylist()]
-    triples = zip(upserts[PARTITION].to_pylist(), upserts[FILE_ID].to_pylist(), upserts[INSTANT_MS].to_pylist())
-    return [(k, values[t]) for k, t in zip(keys, triples)]
+        values.append(encode_record(record, schema))
+    return CellArrays(upserts[KEY].combine_chunks().cast(pa.binary()),
+                      pa.array(values, pa.binary()).take(encoded.indices))
 
 
 def delete_block(keys: pa.Array, instant: str, partition: str = RECORD_INDEX) -> DeleteBlock:

@@ -41,6 +41,7 @@ from storage.io.parquet import read_parquet
 from storage.merge.merge_resolver import resolve_merge_spec
 from storage.merge.record_merger import BASE_WRITE_SEQ, WRITE_SEQ, merge_records
 from storage.merge.schema_conform import conform_table
+from storage.io.hfile.writer import CellArrays
 from storage.meta_fields import IS_DELETED, RECORD_KEY
 from storage.metadata.keys import NULL_SECONDARY_VALUE, SECONDARY_KEY_SEPARATOR, file_group_indexes
 from storage.metadata.records import MetadataRecord, MetadataRecordType, MetaFields, SecondaryIndexInfo, encode_record
@@ -368,20 +369,17 @@ def by_secondary_shard(entries: pa.Table, count: int, version: str | None) -> li
     return out
 
 
-def secondary_cells(keys: pa.Array | Iterable[str], schema: str,
-                    file_name: str | None = None) -> list[tuple[bytes, bytes]]:
+def secondary_cells(keys: pa.Array | Iterable[str], schema: str, file_name: str | None = None) -> CellArrays:
     """HFile cells (key, Avro value) of upserted entries of one shard, sorted by key (UTF-8 byte order), each key
     once; every cell shares the one encoded `HoodieSecondaryIndexInfo{isDeleted=false}`. `file_name`: a base
     file's `_hoodie_file_name`, which Hudi fills in base files only."""
     if not isinstance(keys, (pa.Array, pa.ChunkedArray)):
         keys = pa.array(list(keys), pa.string())
-    keys = pc.unique(keys.drop_null())
-    if len(keys) == 0:
-        return []
+    keys = pc.unique(keys.drop_null()).cast(pa.binary())
+    ordered = pc.take(keys, pc.array_sort_indices(keys))
     value = encode_record(MetadataRecord("", MetadataRecordType.SECONDARY_INDEX, SecondaryIndexInfo(False),
                                          MetaFields(file_name=file_name)), schema)
-    ordered = pc.take(keys, pc.array_sort_indices(keys))
-    return [(k.encode("utf-8"), value) for k in ordered.to_pylist()]
+    return CellArrays(ordered, pa.array([value], pa.binary()).take(np.zeros(len(ordered), np.int64)))
 
 
 __all__ = ["DELETED", "ENTRY_SCHEMA", "KEY", "by_secondary_shard", "commit_entries", "entry_keys", "escape",

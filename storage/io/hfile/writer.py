@@ -17,12 +17,18 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from storage.io.hfile.format import (
     BYTES_PER_CHECKSUM,
     COMPARATOR_CLASS,
     HEADER_SIZE,
     KEY_OVERHEAD,
+    KEY_TYPE_PUT,
     KV_LENGTHS,
+    LATEST_TIMESTAMP,
     MINOR_VERSION_HBASE,
     MINOR_VERSION_HUDI_1_1,
     NO_OFFSET,
@@ -125,9 +131,13 @@ def write_hfile(cells: Iterable[tuple[bytes | str, bytes]], *, file_info: Sequen
     lengths, `KEY_VALUE_VERSION`, `MAX_MEMSTORE_TS_KEY` and `hfile.CREATE_TIME_TS` (now unless given)."""
     hbase = options.flavor is Flavor.HBASE_1_0
     out = _Output(options.flavor, options.compression_level)
-    rows: list[bytes] = []
-    value_lengths: list[int] = []
-    blocks = _split_blocks(_sorted_cells(cells, rows, value_lengths), options.block_size)
+    if isinstance(cells, CellArrays) and not hbase:
+        blocks, rows, value_bytes = cells.blocks(options.block_size)
+    else:
+        rows, value_lengths = [], []
+        blocks = _split_blocks(_sorted_cells(cells.pairs() if isinstance(cells, CellArrays) else cells, rows,
+                                             value_lengths), options.block_size)
+        rows, value_bytes = _RowSummary.of(rows), sum(value_lengths)
     data_index: list[IndexEntry] = []
     for first_row, payload in blocks:
         entry = out.write_block(BlockType.DATA, payload)
@@ -144,7 +154,7 @@ def write_hfile(cells: Iterable[tuple[bytes | str, bytes]], *, file_info: Sequen
     out.counted.pop()  # HBase leaves the root data index out of total_uncompressed_bytes
     out.write_block(BlockType.ROOT_INDEX, b"".join(e.encode() for e in meta_index))
     file_info_offset = len(out.buf)
-    info_payload = encode_file_info(_file_info(list(file_info), rows, sum(value_lengths), create_time_ms, hbase))
+    info_payload = encode_file_info(_file_info(list(file_info), rows, value_bytes, create_time_ms, hbase))
     out.write_block(BlockType.FILE_INFO, info_payload)
     first = data_index[0].offset if data_index else NO_OFFSET
     last = data_index[-1].offset if data_index else (NO_OFFSET if hbase else 0)
@@ -154,12 +164,12 @@ def write_hfile(cells: Iterable[tuple[bytes | str, bytes]], *, file_info: Sequen
         # HBase records the root index payload size here; Hudi 1.1 the data blocks' uncompressed bytes
         uncompressed_data_index_size=len(root_payload) if hbase else cell_bytes,
         total_uncompressed_bytes=_hbase_total_uncompressed(out.counted) if hbase else None,
-        data_index_count=len(data_index), meta_index_count=len(meta_index), entry_count=len(rows),
+        data_index_count=len(data_index), meta_index_count=len(meta_index), entry_count=rows.count,
         num_data_index_levels=1, first_data_block_offset=first, last_data_block_offset=last,
         comparator_class_name=COMPARATOR_CLASS, compression_codec=int(Codec.GZ),
         minor_version=MINOR_VERSION_HBASE if hbase else MINOR_VERSION_HUDI_1_1)
     out.buf += trailer.encode()
-    log.debug("wrote HFile: %d cells in %d data blocks, %d bytes", len(rows), len(data_index), len(out.buf))
+    log.debug("wrote HFile: %d cells in %d data blocks, %d bytes", rows.count, len(data_index), len(out.buf))
     return bytes(out.buf)
 
 
@@ -201,16 +211,105 @@ def _split_blocks(cells: Iterable[tuple[bytes, bytes]], block_size: int) -> list
     return blocks
 
 
-def _file_info(user: list[tuple[bytes, bytes]], rows: list[bytes], value_lens: int, create_time_ms: int | None,
+@dataclass(frozen=True, slots=True)
+class _RowSummary:
+    """What the file info needs of the rows: their count, total length and the last one."""
+
+    count: int
+    total_length: int
+    last: bytes | None
+
+    @classmethod
+    def of(cls, rows: list[bytes]) -> "_RowSummary":
+        return cls(len(rows), sum(map(len, rows)), rows[-1] if rows else None)
+
+
+@dataclass(frozen=True)
+class CellArrays:
+    """Cells as two Arrow arrays, rows sorted by unsigned bytes and unique (an index partition's keys), values
+    beside them: their data blocks are laid out by numpy over the whole buffers instead of cell by cell."""
+
+    rows: pa.Array
+    values: pa.Array
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def pairs(self) -> Iterable[tuple[bytes, bytes]]:
+        return zip(self.rows.to_pylist(), self.values.to_pylist())
+
+    def blocks(self, block_size: int) -> tuple[list[tuple[bytes, bytes]], _RowSummary, int]:
+        """(data blocks as (first row, payload), the rows' summary, total value bytes) - the bytes
+        `_split_blocks` gives for the same cells."""
+        rows, values = _binary(self.rows), _binary(self.values)
+        n = len(rows)
+        if n == 0:
+            return [], _RowSummary(0, 0, None), 0
+        row_off, row_data = _offsets_and_data(rows)
+        val_off, val_data = _offsets_and_data(values)
+        row_len, val_len = np.diff(row_off), np.diff(val_off)
+        if int(row_len.max()) > 0x7FFF:
+            raise HoodieHFileError(f"HFile row key of {int(row_len.max())} bytes exceeds the 32767-byte limit")
+        if n > 1 and pc.any(pc.less_equal(rows.slice(1), rows.slice(0, n - 1))).as_py():
+            raise HoodieHFileError("HFile cells must be sorted by key, each key once")
+        key_len = row_len + KEY_OVERHEAD
+        size = 8 + key_len + val_len + 1
+        start = np.concatenate([[0], np.cumsum(size)])
+        buf = np.zeros(int(start[-1]), np.uint8)
+        at = start[:-1]
+        _put_be(buf, at, key_len, ">i4")
+        _put_be(buf, at + 4, val_len, ">i4")
+        _put_be(buf, at + 8, row_len, ">i2")
+        _scatter(buf, at + 10, row_len, row_data[row_off[0]:row_off[-1]])
+        tail = at + 10 + row_len + 1  # after the empty family's length byte
+        _put_be(buf, tail, np.full(n, LATEST_TIMESTAMP, np.int64), ">i8")
+        buf[tail + 8] = KEY_TYPE_PUT
+        _scatter(buf, tail + 9, val_len, val_data[val_off[0]:val_off[-1]])  # the mvcc byte after it stays 0
+        blocks, s = [], 0
+        while s < n:  # as _split_blocks: close a block before the cell that would take it past block_size
+            e = max(s + 1, int(np.searchsorted(start, start[s] + block_size, side="right")) - 1)
+            e = min(e, n)
+            blocks.append((rows[s].as_py(), buf[start[s]:start[e]].tobytes()))
+            s = e
+        return blocks, _RowSummary(n, int(row_len.sum()), rows[n - 1].as_py()), int(val_len.sum())
+
+
+def _binary(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    return array.cast(pa.binary()) if not pa.types.is_binary(array.type) else array
+
+
+def _offsets_and_data(array: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    offsets = np.frombuffer(array.buffers()[1], np.int32)[array.offset:array.offset + len(array) + 1].astype(np.int64)
+    data = array.buffers()[2]
+    return offsets, (np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8))
+
+
+def _put_be(buf: np.ndarray, at: np.ndarray, values: np.ndarray, dtype: str) -> None:
+    """Write `values` big-endian (`dtype`) at byte positions `at` of `buf`."""
+    raw = np.asarray(values).astype(dtype).view(np.uint8).reshape(len(at), -1)
+    buf[at[:, None] + np.arange(raw.shape[1])] = raw
+
+
+def _scatter(buf: np.ndarray, at: np.ndarray, lengths: np.ndarray, data: np.ndarray) -> None:
+    """Copy the concatenated byte strings `data` (of `lengths`) to positions `at` of `buf`."""
+    total = int(lengths.sum())
+    if total:
+        firsts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+        buf[np.repeat(at - firsts, lengths) + np.arange(total)] = data
+
+
+def _file_info(user: list[tuple[bytes, bytes]], rows: _RowSummary, value_lens: int, create_time_ms: int | None,
                hbase: bool) -> list[tuple[bytes, bytes]]:
     """The caller's entries plus the writer's, in the order the Java writer serializes them."""
-    count = len(rows)
-    key_lens = sum(len(r) + (KEY_OVERHEAD if hbase else 0) for r in rows)  # 1.0.x averages full KeyValue keys
+    count = rows.count
+    key_lens = rows.total_length + (KEY_OVERHEAD * count if hbase else 0)  # 1.0.x averages full KeyValue keys
     if create_time_ms is None:
         create_time_ms = 0 if hbase else int(time.time() * 1000)
     computed: list[tuple[bytes, bytes]] = []
-    if rows:
-        last = encode_cell_key(rows[-1]) if hbase else encode_row_key(rows[-1])
+    if count:
+        last = encode_cell_key(rows.last) if hbase else encode_row_key(rows.last)
         computed.append((FileInfoKey.LAST_KEY, last))
     elif not hbase:
         computed.append((FileInfoKey.LAST_KEY, b""))

@@ -104,3 +104,27 @@ def test_java_string_hash():
     assert java_string_hash("") == 0
     assert java_string_hash("hello") == 99162322
     assert java_string_hash("polygenelubricants") == -(2**31)  # the classic Integer.MIN_VALUE hash
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 3000])
+@pytest.mark.parametrize("block_size", [64 * 1024, 100])
+def test_cell_arrays_give_the_bytes_of_cell_pairs(count, block_size):
+    """The numpy layout of an index's sorted unique keys writes exactly what the cell-by-cell writer writes."""
+    import random
+
+    import pyarrow as pa
+
+    from storage.io.hfile.writer import CellArrays
+
+    rng = random.Random(count)
+    keys = sorted({"".join(rng.choice("abcé$\\xyz0123") for _ in range(rng.randint(1, 30))).encode()
+                   for _ in range(count)})
+    values = [bytes(rng.randrange(256) for _ in range(rng.randint(0, 80))) for _ in keys]
+    options = HFileWriteOptions(block_size=block_size)
+    pairs = write_hfile(list(zip(keys, values)), create_time_ms=5, options=options)
+    arrays = write_hfile(CellArrays(pa.array(keys, pa.binary()), pa.array(values, pa.binary())), create_time_ms=5,
+                         options=options)
+    assert arrays == pairs
+    if len(keys) > 1:
+        with pytest.raises(HoodieHFileError, match="sorted by key, each key once"):
+            write_hfile(CellArrays(pa.array(keys[::-1], pa.binary()), pa.array(values, pa.binary())))
