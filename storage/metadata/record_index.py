@@ -14,6 +14,7 @@ shard's log files exactly as `HoodieTableMetadata` merges every MDT partition (v
 """
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Iterable
@@ -75,7 +76,21 @@ def location_of(record: MetadataRecord) -> RecordLocation:
     if not isinstance(info, RecordIndexInfo):
         raise HoodieCorruptedMetadataError(f"metadata record {record.key!r} in {RECORD_INDEX} is a "
                                            f"{record.type.name}, not a record index entry")
-    return RecordLocation(info.partition_name or "", decode_file_id(info, repr(record.key)), info.instant_time)
+    return _location(info, record.key)
+
+
+@functools.lru_cache(maxsize=16384)
+def _location_of_info(info: RecordIndexInfo) -> RecordLocation:
+    # many keys share one location (a file group and instant): decoded once
+    return RecordLocation(info.partition_name or "", decode_file_id(info), info.instant_time)
+
+
+def _location(info: RecordIndexInfo, key: str) -> RecordLocation:
+    try:
+        return _location_of_info(info)
+    except HoodieCorruptedMetadataError:
+        decode_file_id(info, repr(key))  # raises again, naming the key
+        raise
 
 
 def unescape_secondary(text: str) -> str:

@@ -20,7 +20,6 @@ from pathlib import Path
 from storage.io.hfile.format import (
     HEADER_SIZE,
     KEY_OVERHEAD,
-    KV_LENGTHS,
     TRAILER_SIZE,
     BlockHeader,
     BlockType,
@@ -265,26 +264,34 @@ class HFileReader:
 def _decode_cells(payload: bytes, what: str) -> _DataBlock:
     keys: list[bytes] = []
     values: list[bytes] = []
-    pos, end, unpack = 0, len(payload), KV_LENGTHS.unpack_from
+    pos, end, unpack = 0, len(payload), _CELL_HEAD.unpack_from
+    previous = b""
     while pos < end:
-        if pos + 8 > end:
+        if pos + 10 > end:
             raise HoodieHFileError(f"{what}: cell at {pos} has a truncated length prefix")
-        key_len, value_len = unpack(payload, pos)
+        key_len, value_len, row_len = unpack(payload, pos)
         key_at = pos + 8
         value_at = key_at + key_len
         if key_len < KEY_OVERHEAD or value_len < 0 or value_at + value_len > end:
             raise HoodieHFileError(f"{what}: cell at {pos} has key length {key_len} / value length {value_len} "
                                    f"that do not fit the block")
-        (row_len,) = struct.unpack_from(">h", payload, key_at)
         if row_len < 0 or row_len + KEY_OVERHEAD > key_len:
             raise HoodieHFileError(f"{what}: cell at {pos} has row length {row_len} in a {key_len}-byte key")
         row = payload[key_at + 2:key_at + 2 + row_len]
-        if keys and row < keys[-1]:
+        if row < previous:
             raise HoodieHFileError(f"{what}: cell at {pos} is out of key order")
         keys.append(row)
-        values.append(payload[value_at:value_at + value_len])
-        _, pos = decode_vlong(payload, value_at + value_len, f"{what}: mvcc of cell at {pos}")
+        previous = row
+        mvcc_at = value_at + value_len
+        values.append(payload[value_at:mvcc_at])
+        if mvcc_at < end and payload[mvcc_at] == 0:  # the memstore timestamp writers leave: VLong 0, one byte
+            pos = mvcc_at + 1
+        else:
+            _, pos = decode_vlong(payload, mvcc_at, f"{what}: mvcc of cell at {pos}")
     return _DataBlock(keys, values)
+
+
+_CELL_HEAD = struct.Struct(">iih")  # key length, value length, then the key's row length
 
 
 def read_hfile(path: str | Path) -> HFileReader:

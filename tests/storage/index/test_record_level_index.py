@@ -12,7 +12,7 @@ import pytest
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from hudi_oracle import spark_rows
+from hudi_oracle import arrow_rows, hudi_rs_read, spark_rows
 from storage.config import HoodieConfig, MetadataConfigKeys as MK, WriteConfigKeys as WK
 from storage.exception import HoodieCorruptedMetadataError
 from storage.index import INDEXES, LOC_FILE_ID, LOC_PARTITION, create_index
@@ -290,6 +290,7 @@ def test_writes_with_record_index_equal_global_simple(spark, tmp_path, monkeypat
     rli = _table_after(spark, path, _opts(
         table_type, "RECORD_INDEX", **_rli_on(**{WK.RECORD_INDEX_UPDATE_PARTITION_PATH.key: flag})), seed)
     assert rli == simple and len(rli) > 40
+    assert arrow_rows(hudi_rs_read(path), COLS) == spark_rows(spark.read.format("hudi").load(path), COLS)
     # every lookup reads the record index: on MOR too, where a global index otherwise reads the merged table
     # (storage/write/locate.py `_live_keys`) once there are log files
     assert len(lookups) == 4
