@@ -289,31 +289,29 @@ def commit_delta(meta: HoodieTableMetaClient, md: HoodieCommitMetadata, instant:
     view = FileSystemView(meta, partitions=sorted({s.partitionPath for s in stats} |
                                                   set(md.partitionToReplaceFileIds or {})) or None)
     reader = KeyReader(meta)
+    # the slices the commit writes over, looked up once (not one view scan per write stat)
+    latest = {(s.partition_path, s.file_id): s for s in view.latest_file_slices()}
     frames = []
     for stat in stats:
+        before = latest.get((stat.partitionPath, stat.fileId))
         if stat.logFiles and not (stat.path or "").endswith(".parquet"):
-            frames += _log_stat_delta(reader, view, stat, instant)
+            frames += _log_stat_delta(reader, before, stat, instant)
         elif stat.path:
-            frames += _base_stat_delta(reader, view, stat, instant, fresh=operation == _CLUSTER)
+            previous = before.base_file.path if before is not None and before.base_file is not None and \
+                operation != _CLUSTER else None
+            frames += _base_stat_delta(reader, previous, stat, instant)
     if operation in _OVERWRITES:
         frames += _replaced_delta(reader, view, md.partitionToReplaceFileIds or {})
     delta = pa.concat_tables(frames) if frames else empty_delta()
     return reduce_by_key(delta)
 
 
-def _previous_base(view: FileSystemView, partition: str, file_id: str) -> str | None:
-    for file_slice in view.latest_file_slices([partition]):
-        if file_slice.file_id == file_id and file_slice.base_file is not None:
-            return file_slice.base_file.path
-    return None
-
-
-def _base_stat_delta(reader: KeyReader, view: FileSystemView, stat: HoodieWriteStat, instant: str,
-                     fresh: bool) -> list[pa.Table]:
+def _base_stat_delta(reader: KeyReader, previous: str | None, stat: HoodieWriteStat,
+                     instant: str) -> list[pa.Table]:
+    """`previous`: the base file the stat's file replaces (None: a new file group, or clustering's output)."""
     path = reader.meta.base_path + "/" + stat.path
     parsed = parse_base_file_name(stat.path.rsplit("/", 1)[-1])
     millis = instant_millis(parsed.instant_time if parsed else instant)
-    previous = None if fresh else _previous_base(view, stat.partitionPath, stat.fileId)
     if previous is None:
         return [_rows(reader.base_file_keys(path), stat.partitionPath, stat.fileId, millis, False)]
     if not (stat.numInserts or stat.numDeletes) and stat.numWrites == reader.base_file_rows(previous):
@@ -325,12 +323,11 @@ def _base_stat_delta(reader: KeyReader, view: FileSystemView, stat: HoodieWriteS
             _rows(removed, stat.partitionPath, stat.fileId, millis, True)]
 
 
-def _log_stat_delta(reader: KeyReader, view: FileSystemView, stat: HoodieWriteStat, instant: str) -> list[pa.Table]:
+def _log_stat_delta(reader: KeyReader, before: FileSlice | None, stat: HoodieWriteStat,
+                    instant: str) -> list[pa.Table]:
     if not (stat.numInserts or stat.numDeletes):
         return []
-    base_instant = next((s.base_instant for s in view.latest_file_slices([stat.partitionPath])
-                         if s.file_id == stat.fileId), instant)
-    millis = instant_millis(base_instant)
+    millis = instant_millis(before.base_instant if before is not None else instant)
     out = []
     for name in stat.logFiles:
         written, deleted = reader.log_file_keys(reader.path(stat.partitionPath, name.rsplit("/", 1)[-1]), instant)

@@ -20,6 +20,8 @@ from storage.config import HoodieConfig
 from storage.config import MetadataConfigKeys as MK
 from storage.exception import HoodieIndexError
 from storage.metadata.index_definitions import (
+    RECORD_INDEX,
+    SECONDARY_INDEX_PREFIX,
     IndexDefinition,
     index_definitions,
     put_index_definition,
@@ -32,8 +34,6 @@ from storage.transaction.transaction_manager import TransactionManager
 
 log = logging.getLogger(__name__)
 
-RECORD_INDEX = "record_index"
-SECONDARY_INDEX_PREFIX = "secondary_index_"
 EXPRESSION_INDEX_PREFIX = "expr_index_"
 # Hudi's "generic" indexes (MetadataPartitionType.isGenericIndex): named by the user, described by index.json
 GENERIC_INDEX_PREFIXES = (SECONDARY_INDEX_PREFIX, EXPRESSION_INDEX_PREFIX)
