@@ -203,6 +203,11 @@ class WriteConfigKeys:
     BLOOM_INDEX_PRUNE_BY_RANGES = _prop("hoodie.bloom.index.prune.by.ranges", True, parse_bool)
     BLOOM_INDEX_USE_CACHING = _prop("hoodie.bloom.index.use.caching", True, parse_bool)
     BLOOM_INDEX_PARALLELISM = _prop("hoodie.bloom.index.parallelism", 0, int)
+    BLOOM_INDEX_USE_METADATA = _prop(
+        "hoodie.bloom.index.use.metadata", False, parse_bool,
+        doc="BLOOM / GLOBAL_BLOOM: read the files' bloom filters from the metadata table's bloom_filters partition "
+            "and their key ranges from column_stats (of _hoodie_record_key) instead of the files' footers, where "
+            "the metadata table has them")
     ALLOW_EMPTY_COMMIT = _prop("hoodie.allow.empty.commit", True, parse_bool)
     PARQUET_SMALL_FILE_LIMIT = _prop("hoodie.parquet.small.file.limit", 104857600, int)
     PARQUET_MAX_FILE_SIZE = _prop("hoodie.parquet.max.file.size", 125829120, int)
@@ -638,6 +643,11 @@ class MetadataConfigKeys:
                                    doc="keep the partition_stats partition (needs column_stats; partitioned "
                                        "tables only): per partition and column, the stats of its latest slices")
     PARTITION_STATS_FILE_GROUP_COUNT = _prop("hoodie.metadata.index.partition.stats.file.group.count", 1, int)
+    BLOOM_FILTER_ENABLE = _prop("hoodie.metadata.index.bloom.filter.enable", False, parse_bool,
+                                doc="keep the bloom_filters partition: each base file's record-key bloom filter, "
+                                    "from its footer, for the BLOOM index (hoodie.bloom.index.use.metadata)")
+    BLOOM_FILTER_FILE_GROUP_COUNT = _prop("hoodie.metadata.index.bloom.filter.file.group.count", 4, int,
+                                          doc="file groups of the bloom_filters partition when it is created")
     RECORD_INDEX_ENABLE = _prop("hoodie.metadata.record.index.enable", False, parse_bool,
                                 doc="keep the record_index partition (record key -> partition and file group), "
                                     "built from the table when it is enabled and kept by every write and service; "
@@ -675,6 +685,19 @@ class MemoryConfigKeys:
     DISK_MAP_COMPRESSION = _prop("hoodie.common.diskmap.compression.enabled", True, parse_bool)
 
 
+class EngineConfigKeys:
+    """This engine's own choice of where a table service's tasks run (storage.engine.engine_context): Spark, or
+    a thread pool in this process (Hudi's local engine context) for plans small enough to cost less than a Spark
+    job."""
+
+    ENGINE = _prop("hoodie.sqlext.engine", "AUTO", OneOf(("AUTO", "SPARK", "LOCAL")),
+                   doc="AUTO: plans reading at most hoodie.sqlext.engine.local.max.bytes run in process, larger ones "
+                       "on Spark; SPARK or LOCAL: always there")
+    LOCAL_MAX_BYTES = _prop("hoodie.sqlext.engine.local.max.bytes", 64 * 1024 * 1024, int,
+                            doc="the bytes of files a compaction or clustering plan reads, up to which AUTO runs it "
+                                "in process")
+
+
 class SparkSqlConfigKeys:
     """Options of Hudi's Spark SQL layer (`DataSourceWriteOptions`, `HoodieSparkSqlWriter`), read by sqlext/ and
     catalog/; declared here so the registry knows them."""
@@ -700,7 +723,7 @@ class SparkSqlConfigKeys:
 KEY_CLASSES: tuple[type, ...] = (
     TableConfigKeys, WriteConfigKeys, LockConfigKeys, ReadConfigKeys, TimestampKeyGeneratorKeys, HiveSyncConfigKeys,
     CompactionConfigKeys, ClusteringConfigKeys, WriteCommitCallbackConfigKeys, CleanConfigKeys, ArchivalConfigKeys, LogFileConfigKeys,
-    MetadataConfigKeys, MemoryConfigKeys, SparkSqlConfigKeys)
+    MetadataConfigKeys, MemoryConfigKeys, EngineConfigKeys, SparkSqlConfigKeys)
 
 
 class ConfigRegistry:

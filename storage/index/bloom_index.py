@@ -16,13 +16,18 @@ and no stored record keys, so there the lookup is the simple index's join on key
 partitions without recomputing the batch; our write client persists the prepared batch itself, so here the
 flag keeps the key ranges of base files (immutable, named by path) from one write to the next: the footer job
 reads only files it has not seen.
+
+`hoodie.bloom.index.use.metadata` (with the metadata table's `bloom_filters` partition,
+storage/metadata/bloom_filters.py): the key ranges come from `column_stats` of `_hoodie_record_key` and the
+filters from `bloom_filters`, both read on the driver from a few MDT files; a lookup task then opens only the
+files whose filter keeps a candidate key. Files the MDT has no record for are read from their footers as before.
 """
 from __future__ import annotations
 
 import logging
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -49,6 +54,9 @@ from storage.index.key_lookup import footer_key_range, keys_in_file
 from storage.io.storage_options import StorageOptions
 from storage.index.simple_index import HoodieSimpleIndex
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.metadata.bloom_filters import BLOOM_FILTERS, bloom_filter_of
+from storage.metadata.records import BloomFilterInfo
+from storage.metadata.table_metadata import COLUMN_STATS
 from storage.table.file_slice import HoodieBaseFile
 from storage.engine.spark_partitioning import placement_keys
 
@@ -64,6 +72,15 @@ _COUNT_FILE = -1  # the file number of a pair row that carries a task's batch co
 _RANGE_CACHE_SIZE = 100_000
 _DRIVER_FOOTER_READS = 32  # up to this many uncached footers are read on the driver
 _key_ranges: OrderedDict[tuple[str, int], tuple[str | None, str | None]] = OrderedDict()
+METADATA_BLOOMS_USED = [0]  # filters taken from the metadata table by lookups of this process (observability)
+
+
+def _bloom_metadata(fs_view):
+    """The metadata table the view lists through, when it has bloom_filters (else None: footers are read)."""
+    metadata = getattr(fs_view, "metadata", None)
+    if metadata is None or BLOOM_FILTERS not in metadata.enabled_partitions:
+        return None
+    return metadata
 
 
 @dataclass
@@ -71,6 +88,18 @@ class HoodieBloomIndex(HoodieIndex):
     prune_by_ranges: bool = True
     use_caching: bool = True
     parallelism: int = 0
+    use_metadata: bool = False
+    _metadata: object = field(default=None, repr=False)  # the view's HoodieTableMetadata, during one lookup
+
+    def tag_location_in_view(self, spark: SparkSession, records: DataFrame, fs_view, partitions: list[str],
+                             key_columns: KeyColumns, broadcast_incoming: bool = False,
+                             read_schema: StructType | None = None) -> DataFrame:
+        self._metadata = _bloom_metadata(fs_view) if self.use_metadata else None
+        try:
+            return super().tag_location_in_view(spark, records, fs_view, partitions, key_columns,
+                                                broadcast_incoming, read_schema)
+        finally:
+            self._metadata = None
 
     def tag_location(self, spark: SparkSession, records: DataFrame, base_files: list[HoodieBaseFile],
                      key_columns: KeyColumns, broadcast_incoming: bool = False,
@@ -85,18 +114,61 @@ class HoodieBloomIndex(HoodieIndex):
         files = self.file_infos(spark, base_files)
         # counts reach the write only through the cached matches, which a broadcast lookup caches
         counting = self.counting if broadcast_incoming and self.cache is not None else None
-        return attach_locations(records, self.find_matches(spark, records, files, counting), self.is_global,
+        blooms = self._metadata_blooms(files)
+        return attach_locations(records, self.find_matches(spark, records, files, counting, blooms), self.is_global,
                                 broadcast_incoming, self.cache)
 
     def file_infos(self, spark: SparkSession, base_files: list[HoodieBaseFile]) -> list[BloomIndexFileInfo]:
         """The files to search, with their key ranges when range pruning is on."""
         partitions = partition_paths(base_files, self.base_path)
-        ranges = self._key_ranges(spark, base_files) if self.prune_by_ranges else [(None, None)] * len(base_files)
+        if not self.prune_by_ranges:
+            ranges = [(None, None)] * len(base_files)
+        else:
+            known = self._metadata_ranges(base_files, partitions)
+            missing = [bf for bf in base_files if bf.path not in known]
+            known.update(zip([bf.path for bf in missing], self._key_ranges(spark, missing) if missing else []))
+            ranges = [known[bf.path] for bf in base_files]
         return [BloomIndexFileInfo(p, bf.file_id, bf.path, lo, hi)
                 for bf, p, (lo, hi) in zip(base_files, partitions, ranges)]
 
+    def _metadata_ranges(self, base_files: list[HoodieBaseFile],
+                         partitions: list[str]) -> dict[str, tuple[str | None, str | None]]:
+        """Path -> record key range of the files column_stats covers (none without the metadata table)."""
+        metadata = self._metadata
+        if metadata is None or COLUMN_STATS not in metadata.enabled_partitions:
+            return {}
+        wanted: dict[str, dict[str, str]] = {}
+        for bf, p in zip(base_files, partitions):
+            wanted.setdefault(p, {})[bf.name] = bf.path
+        out = {}
+        for p, names in wanted.items():
+            for stats in metadata.column_stats(partition_path=p, columns=[RECORD_KEY]):
+                path = names.get(stats.file_name or "")
+                low = stats.min_value.to_python() if stats.min_value is not None else None
+                high = stats.max_value.to_python() if stats.max_value is not None else None
+                if path is not None and isinstance(low, str) and isinstance(high, str):
+                    out[path] = (low, high)
+        return out
+
+    def _metadata_blooms(self, files: list[BloomIndexFileInfo]) -> list[tuple[str, bytes] | None]:
+        """Per file, (type, serialized filter) from the metadata table's bloom_filters partition, or None."""
+        metadata = self._metadata
+        if metadata is None or BLOOM_FILTERS not in metadata.enabled_partitions:
+            return [None] * len(files)
+        wanted: dict[str, list[str]] = {}
+        for info in files:
+            wanted.setdefault(info.partition_path, []).append(info.path.rsplit("/", 1)[-1])
+        found = {(p, name): record for p, names in wanted.items()
+                 for name, record in metadata.bloom_filters(p, names).items()}
+        out = [found.get((info.partition_path, info.path.rsplit("/", 1)[-1])) for info in files]
+        log.debug("bloom lookup: %d of %d filters from the metadata table", sum(r is not None for r in out),
+                  len(files))
+        METADATA_BLOOMS_USED[0] += sum(r is not None for r in out)
+        return [(r.type, r.bloom_filter) if r is not None else None for r in out]
+
     def find_matches(self, spark: SparkSession, records: DataFrame, files: list[BloomIndexFileInfo],
-                     counting: BatchCounting | None = None) -> DataFrame:
+                     counting: BatchCounting | None = None,
+                     blooms: list[tuple[str, bytes] | None] | None = None) -> DataFrame:
         """(`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`) of every incoming key found in `files`; with `counting`,
         plus the batch's counts (`BatchCounting`): the pairing step counts the records it pairs, each lookup task
         the keys it finds per file."""
@@ -111,7 +183,7 @@ class HoodieBloomIndex(HoodieIndex):
             _PAIRS_SCHEMA + counted)
         # one task per lookup task number, each looking up all its files (no sort into per-file groups)
         return pairs.repartition(tasks, _TASK).mapInArrow(
-            _lookup_in_files(files, self.storage_options, counting is not None), _MATCHES_SCHEMA + counted)
+            _lookup_in_files(files, self.storage_options, counting is not None, blooms), _MATCHES_SCHEMA + counted)
 
     def _lookup_tasks(self, spark: SparkSession, num_files: int) -> int:
         """`hoodie.bloom.index.parallelism`, or (0) one task per file up to the cluster's cores."""
@@ -204,9 +276,11 @@ def _sum_by_path(tallies: pa.Table) -> pa.Table:
     return summed.select(["path", "count_sum", "nulls_sum"]).rename_columns(["path", "count", "nulls"])
 
 
-def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions, counting: bool = False):
+def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions, counting: bool = False,
+                     blooms: list[tuple[str, bytes] | None] | None = None):
     """mapInArrow: the candidate pairs of one lookup task -> the keys each of its files holds, with the file's
-    location; `counting`: the batch counts passed on, and per file the number of keys found (`BatchCounting`)."""
+    location; `counting`: the batch counts passed on, and per file the number of keys found (`BatchCounting`);
+    `blooms`: per file the metadata table's filter (type, serialized), used instead of the footer's."""
     def lookup(batches):
         pairs = pa.Table.from_batches(list(batches), schema=_pair_schema(counting))
         # one sort, then each file's pairs are a slice, the batch counts (file -1) first
@@ -221,7 +295,9 @@ def _lookup_in_files(files: list[BloomIndexFileInfo], options: StorageOptions, c
                 continue
             info = files[int(file_of_pair[start])]
             candidates = pairs.column(RECORD_KEY).slice(start, end - start).combine_chunks()
-            found = keys_in_file(info.path, candidates, options)
+            stored = blooms[int(file_of_pair[start])] if blooms else None
+            bloom = bloom_filter_of(BloomFilterInfo(stored[0], "", stored[1])) if stored else None
+            found = keys_in_file(info.path, candidates, options, bloom)
             n = len(found)
             arrays = [found.cast(pa.string()), constant_array(info.partition_path, n, pa.string()),
                       constant_array(info.file_id, n, pa.string())]

@@ -18,7 +18,8 @@ def _bloom(is_global: bool) -> Callable[..., HoodieIndex]:
         return HoodieBloomIndex(is_global=is_global, update_partition_path=update_partition_path, **location,
                                 prune_by_ranges=config.get(WK.BLOOM_INDEX_PRUNE_BY_RANGES),
                                 use_caching=config.get(WK.BLOOM_INDEX_USE_CACHING),
-                                parallelism=config.get(WK.BLOOM_INDEX_PARALLELISM))
+                                parallelism=config.get(WK.BLOOM_INDEX_PARALLELISM),
+                                use_metadata=config.get(WK.BLOOM_INDEX_USE_METADATA))
     return make
 
 

@@ -69,10 +69,18 @@ def _unmarked_arrow_filter(bloom: BloomFilter, own: list[str], path: str) -> Opt
     return None
 
 
-def keys_in_file(path: str, candidates: pa.Array, options: StorageOptions | None = None) -> pa.Array:
-    """The distinct `candidates` that the base file at `path` holds."""
+def keys_in_file(path: str, candidates: pa.Array, options: StorageOptions | None = None,
+                 bloom: BloomFilter | None = None) -> pa.Array:
+    """The distinct `candidates` that the base file at `path` holds. `bloom`: the file's filter as the metadata
+    table holds it (else the footer's is read); when it rules every candidate out the file is not opened."""
+    keys = pc.unique(candidates)
+    if bloom is not None and len(keys):
+        keys = keys.filter(pa.array(bloom.might_contain_many(keys)))
+        if not len(keys):
+            return keys
     with parquet_file(HoodieStorage.for_path(path, options or StorageOptions()), path) as parquet:
-        keys = bloom_candidates(parquet, path, pc.unique(candidates))
+        if bloom is None:
+            keys = bloom_candidates(parquet, path, keys)
         return exact_matches(parquet, keys) if len(keys) else keys
 
 

@@ -27,15 +27,14 @@ from __future__ import annotations
 import logging
 import math
 import os
-import shutil
-import tempfile
-import weakref
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from storage.io.spill_file import SpillDirectory, SpillFile, spill_codec
 
 log = logging.getLogger(__name__)
 
@@ -129,41 +128,6 @@ def _concat(tables: list[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive") if len(tables) > 1 else tables[0]
 
 
-class _Segment:
-    """One spill file: Arrow IPC stream of one (kind, partition) with one schema."""
-
-    def __init__(self, path: str, schema: pa.Schema, compression: str | None):
-        self.path, self.schema, self.bytes = path, schema, 0
-        options = pa.ipc.IpcWriteOptions(compression=compression)
-        self._sink = pa.OSFile(path, "wb")
-        self._writer: pa.ipc.RecordBatchStreamWriter | None = pa.ipc.new_stream(self._sink, schema, options=options)
-
-    def write(self, table: pa.Table) -> None:
-        assert self._writer is not None
-        self._writer.write_table(table)
-        self.bytes += table.nbytes
-
-    @property
-    def finished(self) -> bool:
-        return self._writer is None
-
-    def finish(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
-            self._writer = None
-
-    def batches(self) -> Iterator[pa.RecordBatch]:
-        self.finish()
-        with pa.OSFile(self.path, "rb") as source:
-            yield from pa.ipc.open_stream(source)
-
-    def read(self) -> pa.Table:
-        self.finish()
-        with pa.OSFile(self.path, "rb") as source:
-            return pa.ipc.open_stream(source).read_all()
-
-
 class SpillableMap:
     """Record versions of one file slice by key, bounded in memory (see the module doc).
 
@@ -175,9 +139,10 @@ class SpillableMap:
                  size_hint: int = 0, concat: dict[str, Callable[[list[pa.Table]], pa.Table]] | None = None,
                  seed: int = 0, partitions: int | None = None):
         self.budget = max(1, int(budget_bytes))
-        self.spill_path = spill_path or tempfile.gettempdir()
+        self._dir = SpillDirectory(self, spill_path, "hudi-spillable-map-")
+        self.spill_path = self._dir.spill_path
         self.key_columns = dict(key_columns)
-        self.compression = "lz4" if compression and pa.Codec.is_available("lz4_frame") else None
+        self.compression = spill_codec(compression)
         self.size_hint = size_hint
         self._concat = {kind: (concat or {}).get(kind, _concat) for kind in self.key_columns}
         self.seed = seed
@@ -186,9 +151,7 @@ class SpillableMap:
         self.in_memory_bytes = 0
         self.num_rows = 0
         self._num_partitions = 0
-        self._segments: dict[tuple[str, int], list[_Segment]] = {}
-        self._dir: str | None = None
-        self._cleanup: weakref.finalize | None = None
+        self._segments: dict[tuple[str, int], list[SpillFile]] = {}
         self.stats = SpillStats()
 
     # -- put ---------------------------------------------------------------------------------------------
@@ -222,14 +185,12 @@ class SpillableMap:
         self.in_memory_bytes = 0
 
     def _start_spilling(self) -> None:
-        os.makedirs(self.spill_path, exist_ok=True)
-        self._dir = tempfile.mkdtemp(prefix="hudi-spillable-map-", dir=self.spill_path)
-        self._cleanup = weakref.finalize(self, shutil.rmtree, self._dir, True)
+        directory = self._dir.make()
         expected = max(self.size_hint * _EXPANSION, self.in_memory_bytes * 2)
         self._num_partitions = self._fixed_partitions or _partition_count(expected, self.budget)
         self.stats.partitions = self._num_partitions
         log.info("spillable map: %d bytes in memory exceed the budget of %d bytes; spilling to %s in %d "
-                 "partitions", self.in_memory_bytes, self.budget, self._dir, self._num_partitions)
+                 "partitions", self.in_memory_bytes, self.budget, directory, self._num_partitions)
 
     def _write_partitioned(self, kind: str, table: pa.Table) -> None:
         ids = key_partitions(table[self.key_columns[kind]], self._num_partitions, self.seed)
@@ -243,14 +204,14 @@ class SpillableMap:
                 start += count
         self.stats.spilled_bytes += table.nbytes
 
-    def _segment(self, kind: str, p: int, schema: pa.Schema) -> _Segment:
+    def _segment(self, kind: str, p: int, schema: pa.Schema) -> SpillFile:
         segments = self._segments.setdefault((kind, p), [])
         if not segments or segments[-1].finished or not segments[-1].schema.equals(schema):
             if segments:
                 segments[-1].finish()
-            assert self._dir is not None
-            path = os.path.join(self._dir, f"{kind}-{p}-{len(segments)}.arrow")
-            segments.append(_Segment(path, schema, self.compression))
+            assert self._dir.path is not None
+            path = os.path.join(self._dir.path, f"{kind}-{p}-{len(segments)}.arrow")
+            segments.append(SpillFile(path, schema, self.compression))
             self.stats.spill_files += 1
         return segments[-1]
 
@@ -296,10 +257,10 @@ class SpillableMap:
                 self._note_partition(part)
                 yield part
 
-    def _split(self, segments: dict[str, list[_Segment]], size: int) -> Iterator[dict[str, pa.Table | None]]:
+    def _split(self, segments: dict[str, list[SpillFile]], size: int) -> Iterator[dict[str, pa.Table | None]]:
         """An oversized partition split again by another hash of its keys, read back a batch at a time."""
         self.stats.splits += 1
-        child = SpillableMap(self.budget, self._dir or self.spill_path, self.key_columns,
+        child = SpillableMap(self.budget, self._dir.path or self.spill_path, self.key_columns,
                              compression=self.compression is not None, seed=self.seed + 1,
                              partitions=_partition_count(size, self.budget),
                              concat={k: self._concat[k] for k in self.key_columns})
@@ -334,8 +295,7 @@ class SpillableMap:
         self._segments.clear()
         self._memory = {kind: [] for kind in self.key_columns}
         self.in_memory_bytes = 0
-        if self._cleanup is not None:
-            self._cleanup()  # removes the directory (once)
+        self._dir.close()
 
     def __enter__(self) -> "SpillableMap":
         return self
@@ -349,11 +309,7 @@ def _partition_count(expected_bytes: int, budget: int) -> int:
     return int(min(MAX_PARTITIONS, max(2, math.ceil(2 * expected_bytes / max(1, budget)))))
 
 
-def _remove(segments: dict[str, list[_Segment]]) -> None:
+def _remove(segments: dict[str, list[SpillFile]]) -> None:
     for segs in segments.values():
         for s in segs:
-            s.finish()
-            try:
-                os.remove(s.path)
-            except FileNotFoundError:
-                pass
+            s.remove()

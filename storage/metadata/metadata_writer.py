@@ -13,8 +13,8 @@ between leaves a completed MDT deltacommit whose data instant is not complete: r
 Which tables: a writer or service whose config has `hoodie.metadata.enable=true` calls `prepare_metadata_table`
 before it changes the table: it creates / initialises the MDT partitions it maintains (`files`; `column_stats` /
 `partition_stats` / `record_index` when enabled; `record_index` and every secondary index the table already has
-or defines in index.json), drops those it does not maintain (expression indexes, bloom_filters: they would go
-stale) and registers the table with the hook. Index partitions (record_index, secondary indexes) get their
+or defines in index.json; `bloom_filters` when enabled), drops those it does not maintain (expression indexes: they
+would go stale) and registers the table with the hook. Index partitions (record_index, secondary indexes) get their
 changes from the files each action wrote (record_index_writer, secondary_index_writer), shard by shard. With the MDT
 disabled the MDT is removed, as Hudi does for such a writer (`storage.table.metadata_table.drop_metadata_table`).
 
@@ -77,6 +77,13 @@ from storage.file_group.log_block import DeleteBlock, HFileDataBlock
 from storage.file_group.log_format import HoodieLogFileReader, create_new_log_file
 from storage.fs_utils import join_path, make_base_file_name, make_write_token, parse_base_file_name, \
     parse_log_file_name
+from storage.io.parquet import parquet_file
+from storage.metadata.bloom_filters import (
+    BLOOM_FILTERS,
+    BLOOM_FILTERS_FILE_GROUP_PREFIX,
+    bloom_filter_record,
+    bloom_filter_tombstone,
+)
 from storage.metadata.column_stats import ColumnStatsSettings, file_stats, tombstone
 from storage.metadata.hfile_io import write_cells, write_records
 from storage.metadata.index_definitions import RECORD_INDEX, column_stats_columns, secondary_index_definitions
@@ -139,9 +146,9 @@ log = logging.getLogger(__name__)
 
 MDT_VERSIONS = (6, 8, 9)
 V6_INIT_SUFFIX, V6_COMPACTION_SUFFIX, V6_CLEAN_SUFFIX, V6_ROLLBACK_SUFFIX = 10, "001", "002", "006"
-MAINTAINED = (FILES, COLUMN_STATS, PARTITION_STATS, RECORD_INDEX)  # in initialisation order: files first
+MAINTAINED = (FILES, COLUMN_STATS, PARTITION_STATS, BLOOM_FILTERS, RECORD_INDEX)  # initialisation order: files first
 FILE_GROUP_PREFIX = {FILES: "files-", COLUMN_STATS: "col-stats-", PARTITION_STATS: "partition-stats-",
-                     RECORD_INDEX: RECORD_INDEX_FILE_GROUP_PREFIX}
+                     BLOOM_FILTERS: BLOOM_FILTERS_FILE_GROUP_PREFIX, RECORD_INDEX: RECORD_INDEX_FILE_GROUP_PREFIX}
 HFILE_EXTENSION = ".hfile"
 UPSERT_PREPPED = "UPSERT_PREPPED"
 BULK_INSERT_PREPPED = "BULK_INSERT_PREPPED"
@@ -199,7 +206,8 @@ class MetadataWriteSettings:
 
     partitions: tuple[str, ...] = (FILES,)
     column_stats: ColumnStatsSettings = field(default_factory=ColumnStatsSettings)
-    file_group_counts: tuple[tuple[str, int], ...] = ((FILES, 1), (COLUMN_STATS, 2), (PARTITION_STATS, 1))
+    file_group_counts: tuple[tuple[str, int], ...] = ((FILES, 1), (COLUMN_STATS, 2), (PARTITION_STATS, 1),
+                                                     (BLOOM_FILTERS, 4))
     max_delta_commits: int = MK.COMPACT_MAX_DELTA_COMMITS.default
     writer_config: HoodieConfig = field(default_factory=HoodieConfig)  # what the MDT's clean and archival derive from
     # (MDT partition, indexed column, index definition version) of each secondary index kept
@@ -217,6 +225,8 @@ class MetadataWriteSettings:
             # Java: none for non-partitioned tables, nor on a version 6 table
             if config.get(MK.PARTITION_STATS_ENABLE) and partitioned and table_version >= 8:
                 partitions.append(PARTITION_STATS)
+        if config.get(MK.BLOOM_FILTER_ENABLE):
+            partitions.append(BLOOM_FILTERS)
         if record_index:
             partitions.append(RECORD_INDEX)
         partitions += [p for p, _, _ in secondary_indexes]
@@ -225,7 +235,8 @@ class MetadataWriteSettings:
                    ColumnStatsSettings(tuple(columns) if columns else None, config.get(MK.COLUMN_STATS_MAX_COLUMNS),
                                        primitive_only=table_version < 9),
                    ((FILES, 1), (COLUMN_STATS, config.get(MK.COLUMN_STATS_FILE_GROUP_COUNT)),
-                    (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT))),
+                    (PARTITION_STATS, config.get(MK.PARTITION_STATS_FILE_GROUP_COUNT)),
+                    (BLOOM_FILTERS, config.get(MK.BLOOM_FILTER_FILE_GROUP_COUNT))),
                    config.get(MK.COMPACT_MAX_DELTA_COMMITS), config, tuple(secondary_indexes))
 
     def file_group_count(self, partition: str) -> int:
@@ -528,6 +539,8 @@ class MetadataWriter:
             return out
         if partition == COLUMN_STATS:
             return [column_stats_record(p, s) for p, lst in self._table_stats.items() for s in lst]
+        if partition == BLOOM_FILTERS:  # every committed base file, each at the instant that wrote it
+            return self.bloom_records({p: list(files) for p, files in listing.items()}, None)
         return [r for p, lst in self._table_stats.items()
                 for r in partition_stats_records(p, [s for s in lst if s.file_name in latest[p]])]
 
@@ -547,6 +560,21 @@ class MetadataWriter:
     def stats_of(self, files: dict[str, dict[str, int]]) -> dict[str, list[ColumnStats]]:
         """Partition -> the column stats of the named data files of each partition."""
         return {p: [s for name in names for s in self.data_file_stats(p, name)] for p, names in files.items()}
+
+    def bloom_records(self, files: dict[str, list[str]], instant: str | None) -> list[MetadataRecord]:
+        """The bloom_filters records of the base files among `files` (partition -> names), stamped `instant` (None:
+        each file's own instant)."""
+        out = []
+        for partition, names in sorted(files.items()):
+            for name in sorted(names):
+                parsed = parse_base_file_name(name)
+                if parsed is None:
+                    continue  # a log file: Hudi indexes base files only
+                footer = parquet_file(self.storage, join_path(self.data.base_path, partition, name)).metadata
+                record = bloom_filter_record(partition, name, instant or parsed.instant_time, footer)
+                if record is not None:
+                    out.append(record)
+        return out
 
     def data_file_stats(self, partition: str, name: str) -> list[ColumnStats]:
         return file_stats(self.storage, join_path(self.data.base_path, partition, name), self.settings.column_stats)
@@ -601,7 +629,7 @@ class MetadataWriter:
             self.restore(instant)
             return
         if action == Action.CLEAN:
-            records = self._clean_records(completion.metadata or {})
+            records = self._clean_records(completion.metadata or {}, instant)
         elif action in _COMMIT_ACTIONS and isinstance(completion.metadata, HoodieCommitMetadata):
             records = self._commit_records(completion.metadata)
         else:
@@ -652,6 +680,8 @@ class MetadataWriter:
                     new_files.setdefault(stat.partitionPath, {})[path.rsplit("/", 1)[-1]] = stat.fileSizeInBytes
         out: dict[str, list[MetadataRecord]] = {FILES: [partition_list_record(new_files)]}
         out[FILES] += [files_record(p, files) for p, files in sorted(new_files.items())]
+        if BLOOM_FILTERS in self.settings.partitions:
+            out[BLOOM_FILTERS] = self.bloom_records({p: list(files) for p, files in new_files.items()}, None)
         if COLUMN_STATS not in self.settings.partitions:
             return out
         stats = self.stats_of(new_files)
@@ -705,8 +735,8 @@ class MetadataWriter:
                                           FileListing(entries)))
         return {FILES: out}
 
-    def _clean_records(self, record: dict) -> dict[str, list[MetadataRecord]]:
-        """Deleted files leave the listing (isDeleted entries) and their column stats (tombstones)."""
+    def _clean_records(self, record: dict, instant: str) -> dict[str, list[MetadataRecord]]:
+        """Deleted files leave the listing (isDeleted entries), their column stats and bloom filters (tombstones)."""
         deleted: dict[str, list[str]] = {}
         for partition, pm in (record.get("partitionMetadata") or {}).items():
             names = [f.rsplit("/", 1)[-1] for f in pm.get("successDeleteFiles") or []]
@@ -716,6 +746,9 @@ class MetadataWriter:
             FILES: [MetadataRecord(mdt_partition_name(p), MetadataRecordType.FILE_LIST,
                                    FileListing({n: FileInfo(0, True) for n in names}))
                     for p, names in sorted(deleted.items())]}
+        if BLOOM_FILTERS in self.settings.partitions and deleted:
+            out[BLOOM_FILTERS] = [bloom_filter_tombstone(p, n, instant) for p, names in sorted(deleted.items())
+                                  for n in sorted(names) if parse_base_file_name(n) is not None]
         if COLUMN_STATS in self.settings.partitions and deleted:
             known = stats_by_file(HoodieTableMetadata(self.data), list(deleted))
             out[COLUMN_STATS] = [column_stats_record(p, tombstone(s)) for p, names in deleted.items()

@@ -22,6 +22,7 @@ encoded by hashing and sorting, not record by record.
 from __future__ import annotations
 
 import calendar
+import functools
 import logging
 import math
 import re
@@ -40,13 +41,15 @@ from storage.exception import HoodieConfigError
 from storage.file_group.delete_record import DeleteRecord
 from storage.file_group.log_block import AvroDataBlock, DeleteBlock, ParquetDataBlock
 from storage.file_group.log_format import HoodieLogFileReader
-from storage.file_group.log_scanner import HoodieMergedLogRecordScanner
 from storage.fs_utils import join_path, parse_base_file_name
 from storage.io.hfile.writer import CellArrays
 from storage.io.parquet import parquet_file, read_parquet
 from storage.meta_fields import RECORD_KEY
 from storage.metadata.index_definitions import RECORD_INDEX, IndexDefinition, put_index_definition
+from storage.metadata.index_delta import reduce_by_key as reduce_changes
+from storage.metadata.index_delta import split_by_shard, upserts_and_deletes
 from storage.metadata.keys import file_group_indexes
+from storage.metadata.slice_records import SliceRecords
 from storage.metadata.records import MetadataRecord, MetadataRecordType, MetaFields, RecordIndexInfo, encode_record
 from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
@@ -62,7 +65,6 @@ KEY, PARTITION, FILE_ID, INSTANT_MS, DELETED = "key", "partition", "file_id", "i
 DELTA_SCHEMA = pa.schema([(KEY, pa.string()), (PARTITION, pa.string()), (FILE_ID, pa.string()),
                           (INSTANT_MS, pa.int64()), (DELETED, pa.bool_())])
 _UUID_FILE_ID = re.compile(r"^([0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12})(?:-(\d+))?$")
-_KEY_SCHEMA = pa.schema([(RECORD_KEY, pa.string())])
 _NO_CHANGE_OPERATIONS = frozenset({"compact", "log_compact", "delete_partition_prepped"})
 _OVERWRITES = frozenset({"insert_overwrite", "insert_overwrite_table", "delete_partition"})
 _CLUSTER = "cluster"
@@ -168,32 +170,17 @@ def by_shard(delta: pa.Table, shards: int) -> list[ShardDelta]:
     """`delta` (reduced: one row per key) split by shard, in shard order, shards without rows left out."""
     if delta.num_rows == 0:
         return []
-    index = file_group_indexes(delta[KEY].combine_chunks(), shards)
-    order = np.argsort(index, kind="stable")
-    index = index[order]
-    delta = delta.take(pa.array(order))
-    bounds = np.flatnonzero(np.diff(index)) + 1
     out = []
-    for start, end in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(index)]])):
-        part = delta.slice(int(start), int(end - start))
-        deleted = part[DELETED].combine_chunks()
-        out.append(ShardDelta(int(index[start]), part.filter(pc.invert(deleted)),
-                              part.filter(deleted)[KEY].combine_chunks()))
+    for shard, part in split_by_shard(delta, file_group_indexes(delta[KEY].combine_chunks(), shards)):
+        upserts, deletes = upserts_and_deletes(part, DELETED)
+        out.append(ShardDelta(shard, upserts, deletes[KEY].combine_chunks()))
     return out
 
 
 def reduce_by_key(delta: pa.Table) -> pa.Table:
     """One row per key: an insert wins over a delete of the same key (Hudi's reduceByKeys), the last insert over
     earlier ones."""
-    if delta.num_rows == 0:
-        return delta
-    delta = delta.append_column("_pos", pa.array(np.arange(delta.num_rows)))
-    ordered = delta.sort_by([(KEY, "ascending"), (DELETED, "ascending"), ("_pos", "descending")])
-    keys = ordered[KEY].combine_chunks()
-    first = np.ones(len(keys), dtype=bool)
-    if len(keys) > 1:
-        first[1:] = pc.not_equal(keys.slice(1), keys.slice(0, len(keys) - 1)).to_numpy(zero_copy_only=False)
-    return ordered.filter(pa.array(first)).drop_columns(["_pos"])
+    return reduce_changes(delta, KEY, DELETED)
 
 
 def _rows(keys: pa.Array, partition: str, file_id: str, instant_ms: int, deleted: bool) -> pa.Table:
@@ -241,24 +228,16 @@ class KeyReader:
         return _concat(written), _concat(deleted)
 
     def slice_keys(self, file_slice: FileSlice, visible) -> pa.Array:
-        """Keys of a file slice as a snapshot read sees them (log inserts in, log deletes out), in commit-time
-        order of blocks."""
-        keys = self.base_file_keys(file_slice.base_file.path) if file_slice.base_file else pa.array([], pa.string())
+        """Keys of a file slice as a snapshot read sees them (log records merged, log deletes applied), sorted."""
         if not file_slice.log_files:
-            return keys
-        scan = HoodieMergedLogRecordScanner([lf.path for lf in file_slice.sorted_log_files()], _KEY_SCHEMA, visible,
-                                            storage=self.storage).scan()
-        present = set(keys.to_pylist())
-        events = [(seq, k, True) for k, seq in zip(scan.records[RECORD_KEY].to_pylist(),
-                                                    scan.records["_hoodie_write_seq"].to_pylist())]
-        events += [(seq, k, False) for k, seq in zip(scan.deletes.column(0).to_pylist(),
-                                                     scan.deletes["_hoodie_write_seq"].to_pylist())]
-        for _, key, alive in sorted(events, key=lambda e: e[0]):
-            if alive:
-                present.add(key)
-            else:
-                present.discard(key)
-        return pa.array(sorted(k for k in present if k is not None), pa.string())
+            return self.base_file_keys(file_slice.base_file.path) if file_slice.base_file \
+                else pa.array([], pa.string())
+        keys = self._records.rows(file_slice, visible)[RECORD_KEY].combine_chunks().cast(pa.string())
+        return pc.take(keys, pc.array_sort_indices(keys))
+
+    @functools.cached_property
+    def _records(self) -> SliceRecords:
+        return SliceRecords(self.meta, None, None, "the record index")
 
 
 def _concat(arrays: list[pa.Array]) -> pa.Array:

@@ -33,16 +33,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from storage.avro.schema_converter import avro_to_arrow_schema
-from storage.config import HoodieConfig
 from storage.exception import HoodieIndexError
-from storage.file_group.log_scanner import HoodieMergedLogRecordScanner
 from storage.fs_utils import join_path, parse_base_file_name, parse_log_file_name
-from storage.io.parquet import read_parquet
-from storage.merge.merge_resolver import resolve_merge_spec
-from storage.merge.record_merger import BASE_WRITE_SEQ, WRITE_SEQ, merge_records
-from storage.merge.schema_conform import conform_table
 from storage.io.hfile.writer import CellArrays
-from storage.meta_fields import IS_DELETED, RECORD_KEY
+from storage.meta_fields import RECORD_KEY
+from storage.metadata.index_delta import reduce_by_key, split_by_shard, upserts_and_deletes
+from storage.metadata.slice_records import SliceRecords
 from storage.metadata.keys import NULL_SECONDARY_VALUE, SECONDARY_KEY_SEPARATOR, file_group_indexes
 from storage.metadata.records import MetadataRecord, MetadataRecordType, MetaFields, SecondaryIndexInfo, encode_record
 from storage.table.file_slice import FileSlice, HoodieBaseFile, HoodieFileGroupId, HoodieLogFile
@@ -167,60 +163,17 @@ def value_prefixes(keys: pa.Array) -> pa.Array:
 
 
 class _SliceReader:
-    """(record key, spelt value) of the data table's file slices, read in this process: only the record key, the
-    indexed column and what merging needs (the ordering field, `_hoodie_is_deleted`)."""
+    """(record key, spelt value) of the data table's file slices, read in this process (`SliceRecords`)."""
 
     def __init__(self, meta: HoodieTableMetaClient, column: str, schema: pa.Schema | None):
-        if not meta.table_config.populate_meta_fields:
-            raise HoodieIndexError(f"{meta.base_path}: a secondary index needs the meta fields (the record keys "
-                                   f"are read from {RECORD_KEY}); this table does not store them")
-        self.meta, self.storage, self.column = meta, meta.storage, column
-        self.spec = resolve_merge_spec(meta.table_config, meta.table_config.precombine_field or None, HoodieConfig())
-        self.data_schema = schema
-        self._schema: pa.Schema | None = None
-
-    def schema(self, sample_file: str | None) -> pa.Schema:
-        """The columns read: the record key, the indexed column, the ordering field and the delete marker when the
-        table has them (types from the table's schema, else from a base file)."""
-        if self._schema is None:
-            data = self.data_schema
-            if data is None or self.column not in data.names:
-                data = table_data_schema(self.meta, None, sample_file)
-            if data is None or self.column not in data.names:
-                raise HoodieIndexError(f"{self.meta.base_path}: column {self.column!r} of the secondary index is "
-                                       f"not in the table's schema")
-            fields = [pa.field(RECORD_KEY, pa.string()), data.field(self.column)]
-            ordering = self.spec.ordering_field
-            if self.spec.by_event_time and ordering and ordering in data.names and ordering != self.column:
-                fields.append(data.field(ordering))
-            if IS_DELETED in data.names:
-                fields.append(data.field(IS_DELETED))
-            self._schema = pa.schema(fields)
-        return self._schema
+        self.column = column
+        self.records = SliceRecords(meta, column, schema, "a secondary index")
 
     def values(self, file_slice: FileSlice, visible: Callable[[str], bool]) -> pa.Table:
         """(key, value) of each live record of `file_slice` as a snapshot read sees it (value spelt, one row a
         key)."""
-        base = file_slice.base_file
-        schema = self.schema(base.path if base else None)
-        if not file_slice.log_files:  # nothing to merge: the key and the column only
-            schema = pa.schema([schema.field(RECORD_KEY), schema.field(self.column)])
-        if base is not None:
-            rows = conform_table(read_parquet(self.storage, base.path, schema.names), schema, base.path)
-        else:
-            rows = schema.empty_table()
-        if file_slice.log_files:
-            scan = HoodieMergedLogRecordScanner([lf.path for lf in file_slice.sorted_log_files()], schema, visible,
-                                                ordering_field=self.spec.ordering_field, storage=self.storage).scan()
-            if scan.records.num_rows or scan.deletes.num_rows:
-                rows = rows.append_column(WRITE_SEQ, pa.array(np.full(rows.num_rows, BASE_WRITE_SEQ, np.int64)))
-                merge = self.spec.for_ordering_field(self.spec.ordering_field
-                                                     if self.spec.ordering_field in schema.names else None)
-                rows = merge_records(pa.concat_tables([rows, scan.records.select(rows.column_names)]),
-                                     scan.deletes, merge.mode, merge.ordering_field)
-        keys = rows[RECORD_KEY]
-        return pa.table({KEY: keys.combine_chunks() if isinstance(keys, pa.ChunkedArray) else keys,
-                         _VALUE: secondary_values(rows[self.column])}).filter(pc.is_valid(rows[RECORD_KEY]))
+        rows = self.records.rows(file_slice, visible)
+        return pa.table({KEY: _flat(rows[RECORD_KEY]), _VALUE: secondary_values(rows[self.column])})
 
 
 def _table_schema(meta: HoodieTableMetaClient, md: HoodieCommitMetadata | None) -> pa.Schema | None:
@@ -341,31 +294,24 @@ def reduce_entries(entries: pa.Table) -> pa.Table:
     reduceByKeys keeps the non-deleted record)."""
     if entries.num_rows == 0:
         return empty_entries()
-    reduced = entries.group_by(KEY).aggregate([(DELETED, "all")]).rename_columns([KEY, DELETED])
-    return reduced.select([KEY, DELETED]).sort_by(KEY).cast(ENTRY_SCHEMA)
+    return reduce_by_key(entries.select([KEY, DELETED]), KEY, DELETED).cast(ENTRY_SCHEMA)
 
 
 # ----------------------------------------------------------------------------------------------- shards and cells
 
 
 def by_secondary_shard(entries: pa.Table, count: int, version: str | None) -> list[tuple[int, pa.Array, pa.Array]]:
-    """(shard, upserted keys, deleted keys) of each shard `entries` (reduced: a key once) reach, in shard order,
-    keys sorted. V2 shards by escape(value) + "$" (every entry of a value in one shard), V1 (or no definition)
-    by the whole key."""
+    """(shard, upserted keys, deleted keys) of each shard `entries` (reduced: a key once, sorted) reach, in shard
+    order, keys sorted. V2 shards by escape(value) + "$" (every entry of a value in one shard), V1 (or no
+    definition) by the whole key."""
     if entries.num_rows == 0:
         return []
-    keys, deleted = _flat(entries[KEY]), _flat(entries[DELETED])
+    keys = _flat(entries[KEY])
     hashed = value_prefixes(keys) if (version or "").upper() == "V2" else keys
-    frame = pa.table({"shard": pa.array(file_group_indexes(hashed, count)), KEY: keys, DELETED: deleted})
-    frame = frame.sort_by([("shard", "ascending"), (DELETED, "ascending"), (KEY, "ascending")])
-    index = frame["shard"].to_numpy()
-    bounds = np.flatnonzero(np.diff(index)) + 1
     out = []
-    for start, end in zip(np.concatenate([[0], bounds]), np.concatenate([bounds, [len(index)]])):
-        part = frame.slice(int(start), int(end - start))
-        removed = _flat(part[DELETED])
-        out.append((int(index[start]), pc.filter(_flat(part[KEY]), pc.invert(removed)),
-                    pc.filter(_flat(part[KEY]), removed)))
+    for shard, part in split_by_shard(entries.select([KEY, DELETED]), file_group_indexes(hashed, count)):
+        upserts, deletes = upserts_and_deletes(part, DELETED)
+        out.append((shard, _flat(upserts[KEY]), _flat(deletes[KEY])))
     return out
 
 

@@ -71,14 +71,17 @@ from storage.file_group.log_scanner import (
 from storage.fs_utils import META_FOLDER
 from storage.io.hfile.format import HoodieHFileError
 from storage.io.hfile.reader import Cell, HFileReader
+from storage.metadata.bloom_filters import BLOOM_FILTERS
 from storage.metadata.keys import (
     ALL_PARTITIONS_KEY,
     NON_PARTITIONED_NAME,
+    bloom_filter_key,
     column_stats_prefix,
     hash_id,
     mdt_partition_name,
 )
 from storage.metadata.records import (
+    BloomFilterInfo,
     ColumnStats,
     FileInfo,
     FileListing,
@@ -420,6 +423,15 @@ class HoodieTableMetadata:
             ids = {hash_id(mdt_partition_name(p)) for p in partition_paths}
             accept = lambda key: key[_HASH_ID_LENGTH:2 * _HASH_ID_LENGTH] in ids  # noqa: E731
         return _live_stats(self.read_records(PARTITION_STATS, KeyQuery(prefixes=prefixes, accept=accept)))
+
+    def bloom_filters(self, partition_path: str, file_names: Iterable[str]) -> dict[str, BloomFilterInfo]:
+        """The live bloom_filters records of the named base files of `partition_path`, by file name (files without
+        one - never indexed, or deleted - are absent)."""
+        self._require(BLOOM_FILTERS)
+        names = {bloom_filter_key(partition_path, n): n for n in file_names}
+        records = self.read_records(BLOOM_FILTERS, KeyQuery(keys=frozenset(names)))
+        return {names[k]: r.payload for k, r in records.items()
+                if isinstance(r.payload, BloomFilterInfo) and not r.payload.is_deleted}
 
     # -- records ------------------------------------------------------------------------------------
 

@@ -192,8 +192,11 @@ class _ArchivalCandidates:
         return last.timestamp if last is not None else ""
 
     def _compaction_bound(self) -> str | None:
-        """Merge-on-read with inline compaction counting deltacommits: keep the last compaction and the
-        deltacommits after it on the active timeline."""
+        """CompactionUtils.getEarliestInstantToRetainForCompaction, for merge-on-read with a trigger that counts
+        deltacommits: enough deltacommits stay active to trigger the next compaction. While fewer than
+        hoodie.compact.inline.max.delta.commits follow the last completed compaction (or, before any, from the
+        first deltacommit) everything from it stays; past that only the last that many deltacommits do, so a
+        table whose compactions find nothing to do (small file groups rewritten whole) still archives."""
         if not self.meta.table_config.is_mor:
             return None
         if str(self.config.get(CMK.INLINE_TRIGGER_STRATEGY)).upper() not in ("NUM_COMMITS", "NUM_AND_TIME"):
@@ -201,10 +204,15 @@ class _ArchivalCandidates:
         files = self.meta.active_timeline.all_files()
         compactions = sorted({i.timestamp for i in files if i.action == Action.COMPACTION})
         completed = [ts for ts in compactions if self.timeline.completed().contains_timestamp(ts)]
-        if completed:
-            return completed[-1]
-        first_delta = self.timeline.of_actions([Action.DELTA_COMMIT]).first()
-        return first_delta.timestamp if first_delta else None
+        last = completed[-1] if completed else None
+        deltas = [i.timestamp for i in self.timeline.of_actions([Action.DELTA_COMMIT])
+                  if last is None or i.timestamp > last]
+        if not deltas and last is None:
+            return None
+        keep = int(self.config.get(CMK.INLINE_MAX_DELTA_COMMITS))
+        if len(deltas) < keep:
+            return last if last is not None else deltas[0]
+        return deltas[len(deltas) - keep]
 
 
 def instants_to_archive(meta: HoodieTableMetaClient, config: HoodieConfig,

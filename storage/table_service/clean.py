@@ -209,15 +209,17 @@ def _execute_claimed(spark, meta: HoodieTableMetaClient, config: HoodieConfig, i
             log.info("clean %s of %s is run by another live process", instant_time, meta.base_path)
             return False
     try:
-        execute_clean(spark, meta, pending, config.get(CK.PARALLELISM))
+        execute_clean(spark, meta, pending, config.get(CK.PARALLELISM), config)
     finally:
         heartbeat.stop()
     return True
 
 
 def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
-                  parallelism: int = CK.PARALLELISM.default) -> HoodieInstant:
-    """requested -> inflight -> deletes in Spark tasks -> completed `<t>.clean` with HoodieCleanMetadata."""
+                  parallelism: int = CK.PARALLELISM.default, config: HoodieConfig = HoodieConfig()) -> HoodieInstant:
+    """requested -> inflight -> deletes in Spark tasks -> completed `<t>.clean` with HoodieCleanMetadata, under
+    the table lock of `config` (as Hudi's CleanActionExecutor: the metadata table's deltacommit for the clean
+    must not interleave with a concurrent writer's)."""
     timeline = meta.active_timeline
     started = time.time()
     plan_bytes = timeline.read_bytes(timeline.requested_of(instant))
@@ -228,7 +230,8 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
     crash_point("clean.after_deletes")
     record = clean_metadata_record(instant.timestamp, int((time.time() - started) * 1000), plan, results)
     completed = complete_action(ActionCompletion(meta, inflight, write_avro_container(HOODIE_CLEAN_METADATA, record),
-                                                 record, "clean"))
+                                                 record, "clean"),
+                                TransactionManager.for_table(meta, config).transaction(f"commit clean {instant.timestamp}"))
     meta.reload()
     log.info("clean %s of %s deleted %d files", instant.timestamp, meta.base_path, record["totalFilesDeleted"])
     return completed

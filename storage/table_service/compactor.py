@@ -42,9 +42,10 @@ from storage.write.merge_rows import null_meta_fields
 from storage.testing.crash_points import crash_point
 from storage.table_service.service_execution import finish_execution, service_commit_metadata, start_execution
 from storage.write.markers import IOType, create_marker
-from storage.engine.spark_partitioning import packed_frame
+from storage.engine.engine_context import EngineContext, engine_for
 from storage.exception import HoodieCompactionExecutionError
 from storage.table.action_completion import ActionCompletion, complete_action
+from storage.transaction.transaction_manager import TransactionManager
 from storage.write.task_context import BaseFileTaskSettings
 
 log = logging.getLogger(__name__)
@@ -166,15 +167,20 @@ def execute_compaction(spark: SparkSession, meta: HoodieTableMetaClient, instant
     operations = plan.get("operations") or []
     tally = RequestTally(spark)
     slices = operation_slices(meta, operations)
-    ctx = dataclasses.replace(_task_context(meta, instant_time, slices, config), requests=tally.accumulator)
+    engine = engine_for(spark, sum(s.total_size() for s in slices), config, f"compaction {instant_time}")
+    ctx = dataclasses.replace(_task_context(meta, instant_time, slices, config),
+                              requests=tally.accumulator if engine.accumulates else None)
     inflight, heartbeat = start_execution(meta, instant_time, Action.COMPACTION, "compaction", config,
                                           HoodieCompactionExecutionError)
     crash_point("compaction.after_inflight")
     try:
-        stats = _run_tasks(spark, slices, ctx)
+        stats = _run_tasks(engine, slices, ctx)
         crash_point("compaction.before_commit")
         metadata = service_commit_metadata(meta, COMPACT_OPERATION, stats, ctx.schema, ctx.marker_dir, compacted=True)
-        complete_action(ActionCompletion.of_commit(meta, inflight, metadata, COMPACT_OPERATION))
+        # under the table lock, as Hudi's completeCompaction: the metadata table's deltacommit for it must not
+        # interleave with a concurrent writer's
+        complete_action(ActionCompletion.of_commit(meta, inflight, metadata, COMPACT_OPERATION),
+                        TransactionManager.for_table(meta, config).transaction(f"commit compaction {instant_time}"))
     finally:
         heartbeat.stop()
     finish_execution(meta, "compaction", ctx.marker_dir)
@@ -196,11 +202,9 @@ def _task_context(meta: HoodieTableMetaClient, instant_time: str, slices: list[F
         read=FileSliceReadContext.for_table(meta, None, config))
 
 
-def _run_tasks(spark: SparkSession, slices: list[FileSlice], ctx: CompactionTaskContext) -> list[HoodieWriteStat]:
-    if not slices:
-        return []
+def _run_tasks(engine: EngineContext, slices: list[FileSlice], ctx: CompactionTaskContext) -> list[HoodieWriteStat]:
     rows = [slice_descriptor(s) for s in slices]
-    descriptors = packed_frame(spark, rows, [float(s.total_size()) for s in slices], DESCRIPTOR_SCHEMA)
-    out = descriptors.mapInArrow(_compaction_tasks(ctx), "stat string").collect()
+    out = engine.map_packed(rows, [float(s.total_size()) for s in slices], DESCRIPTOR_SCHEMA, _compaction_tasks(ctx),
+                            "stat string")
     return [HoodieWriteStat.from_dict(json.loads(r[0])) for r in out]
 

@@ -39,6 +39,7 @@ from storage.io.request_metrics import counted_in_task
 from storage.meta_fields import (
     RECORD_KEY,
 )
+from storage.engine.engine_context import local_task_ids
 from storage.testing.crash_points import fail_task_once
 from storage.timeline.commit_metadata import NULL_COMMIT, HoodieWriteStat, RuntimeStats
 from storage.write.markers import IOType, create_marker, delete_marker
@@ -56,11 +57,13 @@ _STALE_BLOOM_KEYS = 0.1  # a continued bloom filter may hold this share more key
 
 
 def task_ids() -> tuple[int, int, int]:
+    """(partition, stage, attempt) of the running task: Spark's, or the local engine's (whose stage numbers are
+    unique in the process, so a rerun never writes a failed attempt's file names); 0s outside any task."""
     from pyspark import TaskContext
 
     tc = TaskContext.get()
     if tc is None:
-        return 0, 0, 0
+        return local_task_ids() or (0, 0, 0)
     return tc.partitionId(), tc.stageId(), tc.taskAttemptId()
 
 

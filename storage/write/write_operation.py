@@ -27,7 +27,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from storage.config import HoodieConfig, validate_options
 from storage.config import WriteConfigKeys as WK
-from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError
+from storage.exception import HoodieDuplicateKeyError, HoodieTableStateError, HoodieWriteConflictError
 from storage.index.hoodie_index import LOCATION_COLUMNS, FrameCache
 from storage.index.index_factory import is_global_index
 from storage.io.request_metrics import RequestTally
@@ -401,9 +401,12 @@ class WriteOperation:
 
             complete_action(ActionCompletion.of_commit(meta, inflight, metadata, op.metadata_name),
                             located.txn.transaction("commit"), check)
-        except BaseException:
+        except BaseException as exc:
             if not _is_published(meta, instant_time):
-                log.exception("write %s failed; undoing it", instant_time)
+                if isinstance(exc, HoodieWriteConflictError):  # declared, and the caller retries: no traceback
+                    log.warning("write %s lost a write conflict; undoing it", instant_time)
+                else:
+                    log.exception("write %s failed; undoing it", instant_time)
                 abort_write(meta, instant_time)
             raise
         return metadata

@@ -16,6 +16,7 @@ from storage.config import ClusteringConfigKeys as CK
 from storage.config import HoodieConfig
 from storage.exception import HoodieClusteringError
 from storage.fs_utils import join_path
+from storage.engine.engine_context import engine_for
 from storage.io.request_metrics import RequestTally
 from storage.layout.space_curve import LayoutOptimizationStrategy
 from storage.table.file_slice import FileSlice
@@ -140,14 +141,17 @@ def execute_clustering(spark: SparkSession, meta: HoodieTableMetaClient, instant
     snapshot = TimelineSnapshot.of(meta.reload().timeline)
     groups = [(slices, n) for slices, n in current_groups(meta, instant_time, plan) if slices]
     tally = RequestTally(spark)
+    engine = engine_for(spark, sum(s.total_size() for slices, _ in groups for s in slices), layered,
+                        f"clustering {instant_time}")
     ctx = with_requests(ClusteringTaskContext.of(meta, instant_time, schema, sort_columns, layout, layered,
-                                                 layered.get(CK.PRESERVE_COMMIT_METADATA), config), tally.accumulator)
+                                                 layered.get(CK.PRESERVE_COMMIT_METADATA), config),
+                        tally.accumulator if engine.accumulates else None)
     action = HoodieTableVersion.of(meta).clustering_action
     inflight, heartbeat = start_execution(meta, instant_time, action, "clustering", layered,
                                           HoodieClusteringError)
     crash_point("clustering.after_inflight")
     try:
-        stats = run_clustering_tasks(spark, groups, ctx)
+        stats = run_clustering_tasks(engine, groups, ctx)
         crash_point("clustering.before_commit")
         replaced: dict[str, list[str]] = {}
         for p, f in plan_file_groups(plan):

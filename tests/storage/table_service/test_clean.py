@@ -144,3 +144,21 @@ def test_bad_input_is_refused_with_nothing_changed(spark, tmp_path, fixture_tabl
     assert (timeline_files(path), data_files(path)) == before
     with pytest.raises(HoodieTableNotFoundError, match="not a Hudi table"):
         run_clean(spark, str(tmp_path / "nothing"))
+
+
+def test_mor_archival_keeps_only_the_deltacommits_compaction_counts(spark, tmp_path):
+    """Merge-on-read whose compactions never find logs (every upsert rewrites its small file groups whole, as
+    Hudi's delta-commit partitioner does for an index that cannot index logs): archival keeps only the last
+    hoodie.compact.inline.max.delta.commits deltacommits for the compaction trigger (Hudi's
+    getEarliestInstantToRetainForCompaction), so the active timeline stays bounded instead of growing forever."""
+    path = tmp_path / "mor_small"
+    opts = {**options("mor_small", "MERGE_ON_READ"), "hoodie.parquet.small.file.limit": str(100 * 1024 * 1024),
+            "hoodie.compact.inline": "true", "hoodie.compact.inline.max.delta.commits": "3",
+            "hoodie.cleaner.commits.retained": "2", "hoodie.keep.min.commits": "4", "hoodie.keep.max.commits": "5",
+            "hoodie.commits.archival.batch": "1", "hoodie.metadata.enable": "false"}
+    state = write_commits(spark, path, opts, range(9))
+    meta = HoodieTableMetaClient.load(str(path))
+    assert not meta.timeline.completed().of_actions(["commit"])  # no compaction had anything to do
+    deltas = list(meta.timeline.completed().of_actions(["deltacommit"]))
+    assert 3 <= len(deltas) <= 5, [d.timestamp for d in deltas]
+    assert ours(spark, path) == expected(state) == theirs(path)
