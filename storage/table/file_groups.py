@@ -184,7 +184,11 @@ def committed_log_extents(meta_client: HoodieTableMetaClient) -> dict[str, int]:
     block of a writer that died)."""
     extents: dict[str, int] = {}
     for instant in meta_client.timeline.completed().write_timeline():
-        for stat in meta_client.active_timeline.commit_metadata(instant).write_stats():
+        try:
+            md = meta_client.active_timeline.commit_metadata(instant)
+        except FileNotFoundError:  # archived since the timeline was listed: only damage detection is weaker
+            continue
+        for stat in md.write_stats():
             for name in stat.logFiles or ([stat.path] if stat.path and ".log." in stat.path else []):
                 name = name.rsplit("/", 1)[-1]
                 extents[name] = max(extents.get(name, 0), int(stat.fileSizeInBytes or 0))
