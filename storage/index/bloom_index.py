@@ -56,7 +56,7 @@ from storage.index.simple_index import HoodieSimpleIndex
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.metadata.bloom_filters import BLOOM_FILTERS, bloom_filter_of
 from storage.metadata.records import BloomFilterInfo
-from storage.metadata.table_metadata import COLUMN_STATS
+from storage.metadata.table_metadata import COLUMN_STATS, HoodieTableMetadata
 from storage.table.file_slice import HoodieBaseFile
 from storage.engine.spark_partitioning import placement_keys
 
@@ -75,7 +75,7 @@ _key_ranges: OrderedDict[tuple[str, int], tuple[str | None, str | None]] = Order
 METADATA_BLOOMS_USED = [0]  # filters taken from the metadata table by lookups of this process (observability)
 
 
-def _bloom_metadata(fs_view):
+def _bloom_metadata(fs_view) -> HoodieTableMetadata | None:
     """The metadata table the view lists through, when it has bloom_filters (else None: footers are read)."""
     metadata = getattr(fs_view, "metadata", None)
     if metadata is None or BLOOM_FILTERS not in metadata.enabled_partitions:
@@ -89,7 +89,7 @@ class HoodieBloomIndex(HoodieIndex):
     use_caching: bool = True
     parallelism: int = 0
     use_metadata: bool = False
-    _metadata: object = field(default=None, repr=False)  # the view's HoodieTableMetadata, during one lookup
+    _metadata: HoodieTableMetadata | None = field(default=None, repr=False)  # the view's MDT, during one lookup
 
     def tag_location_in_view(self, spark: SparkSession, records: DataFrame, fs_view, partitions: list[str],
                              key_columns: KeyColumns, broadcast_incoming: bool = False,

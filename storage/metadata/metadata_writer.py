@@ -540,7 +540,7 @@ class MetadataWriter:
         if partition == COLUMN_STATS:
             return [column_stats_record(p, s) for p, lst in self._table_stats.items() for s in lst]
         if partition == BLOOM_FILTERS:  # every committed base file, each at the instant that wrote it
-            return self.bloom_records({p: list(files) for p, files in listing.items()}, None)
+            return self.bloom_records({p: list(files) for p, files in listing.items()})
         return [r for p, lst in self._table_stats.items()
                 for r in partition_stats_records(p, [s for s in lst if s.file_name in latest[p]])]
 
@@ -561,9 +561,9 @@ class MetadataWriter:
         """Partition -> the column stats of the named data files of each partition."""
         return {p: [s for name in names for s in self.data_file_stats(p, name)] for p, names in files.items()}
 
-    def bloom_records(self, files: dict[str, list[str]], instant: str | None) -> list[MetadataRecord]:
-        """The bloom_filters records of the base files among `files` (partition -> names), stamped `instant` (None:
-        each file's own instant)."""
+    def bloom_records(self, files: dict[str, list[str]]) -> list[MetadataRecord]:
+        """The bloom_filters records of the base files among `files` (partition -> names), each stamped with the
+        instant that wrote its file (a commit's own instant for the files it writes)."""
         out = []
         for partition, names in sorted(files.items()):
             for name in sorted(names):
@@ -571,7 +571,7 @@ class MetadataWriter:
                 if parsed is None:
                     continue  # a log file: Hudi indexes base files only
                 footer = parquet_file(self.storage, join_path(self.data.base_path, partition, name)).metadata
-                record = bloom_filter_record(partition, name, instant or parsed.instant_time, footer)
+                record = bloom_filter_record(partition, name, parsed.instant_time, footer)
                 if record is not None:
                     out.append(record)
         return out
@@ -681,7 +681,7 @@ class MetadataWriter:
         out: dict[str, list[MetadataRecord]] = {FILES: [partition_list_record(new_files)]}
         out[FILES] += [files_record(p, files) for p, files in sorted(new_files.items())]
         if BLOOM_FILTERS in self.settings.partitions:
-            out[BLOOM_FILTERS] = self.bloom_records({p: list(files) for p, files in new_files.items()}, None)
+            out[BLOOM_FILTERS] = self.bloom_records({p: list(files) for p, files in new_files.items()})
         if COLUMN_STATS not in self.settings.partitions:
             return out
         stats = self.stats_of(new_files)

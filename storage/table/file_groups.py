@@ -184,9 +184,8 @@ def committed_log_extents(meta_client: HoodieTableMetaClient) -> dict[str, int]:
     block of a writer that died)."""
     extents: dict[str, int] = {}
     for instant in meta_client.timeline.completed().write_timeline():
-        try:
-            md = meta_client.active_timeline.commit_metadata(instant)
-        except FileNotFoundError:  # archived since the timeline was listed: only damage detection is weaker
+        md = meta_client.active_timeline.commit_metadata_if_active(instant)
+        if md is None:  # archived since the timeline was listed: only damage detection is weaker
             continue
         for stat in md.write_stats():
             for name in stat.logFiles or ([stat.path] if stat.path and ".log." in stat.path else []):

@@ -102,13 +102,10 @@ class FileSystemView:
         replaced: dict[HoodieFileGroupId, str] = {}
         for instant in sorted(self.visible.values(), key=HoodieInstant.sort_key):
             if instant.action == Action.REPLACE_COMMIT:
-                try:
-                    meta = self.meta_client.active_timeline.commit_metadata(instant)
-                except FileNotFoundError:
+                meta = self.meta_client.active_timeline.commit_metadata_if_active(instant)
+                if meta is None:
                     # archived since the timeline was listed: archival waits until the cleaner deleted the file
                     # groups it replaced, and the listing below is taken after, so none of them is listed
-                    log.info("replacecommit %s of %s was archived while the view was built; its replaced file "
-                             "groups are gone", instant.timestamp, self.meta_client.base_path)
                     continue
                 for p, f in meta.replaced_file_ids():
                     replaced.setdefault(HoodieFileGroupId(p, f), instant.timestamp)

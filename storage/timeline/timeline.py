@@ -149,6 +149,16 @@ class ActiveTimeline:
                                                f"({self._files.get(instant, instant.file_name(self.layout_version))}): "
                                                f"{exc}") from exc
 
+    def commit_metadata_if_active(self, instant: HoodieInstant) -> HoodieCommitMetadata | None:
+        """`commit_metadata`, or None when the instant's file is gone: archival (another process, under the table
+        lock) moved it to the archive after this timeline was listed. For readers that go over many completed
+        instants (file sizing, replaced file groups, log extents) and can do without the archived ones."""
+        try:
+            return self.commit_metadata(instant)
+        except FileNotFoundError:
+            log.info("instant %s left the active timeline of %s after it was listed (archived)", instant, self.path)
+            return None
+
     def commit_schema(self, instant: HoodieInstant) -> str | None:
         """The writer schema a completed instant's commit metadata records, decoded once per instant file (a read
         plans with it several times; a completed instant file never changes in place)."""

@@ -50,7 +50,8 @@ def _average_record_size(meta: HoodieTableMetaClient, config: HoodieConfig, sizi
     totals = []
     timeline = meta.timeline.completed().of_actions([Action.COMMIT, Action.REPLACE_COMMIT])
     for instant in reversed(timeline.instants[-_SIZING_HISTORY:]):
-        stats = meta.active_timeline.commit_metadata(instant).write_stats()
+        md = meta.active_timeline.commit_metadata_if_active(instant)  # None: archived meanwhile, not counted
+        stats = md.write_stats() if md is not None else []
         totals.append((sum(s.totalWriteBytes for s in stats), sum(s.numWrites for s in stats)))
     return average_record_size(totals, sizing, config.get(WK.RECORD_SIZE_ESTIMATION_THRESHOLD))
 
