@@ -3,7 +3,8 @@
 `--commits` upserts of `--rows` rows each (80% updates of keys the table has, 20% new keys) into one merge-on-read
 table by `--writers` writer processes at once (optimistic concurrency control, file-system lock), each with its
 own local Spark session. Writer 0 runs the table services as a streaming writer does: async compaction
-(`hoodie.datasource.compaction.async.enable`), async clustering, async clean and archival; the others only write.
+(`hoodie.datasource.compaction.async.enable`), async clustering, async clean and archival; the others clean and
+archive after their own commits too (Hudi's default for every writer).
 A write that loses a declared conflict (HoodieWriteConflictError) is retried with the same batch, as is one that
 Hudi's default update strategy refuses while a clustering of its file groups is pending
 (HoodieClusteringUpdateError).
@@ -46,7 +47,14 @@ SERVICES = {
     # archive as soon as the rules allow (the default waits for 10 archivable instants)
     "hoodie.commits.archival.batch": "1",
 }
-WRITER_ONLY = {"hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
+# the other writers keep Hudi's defaults for clean and archival (each writer cleans and archives after its own
+# commits, async here); only writer 0 schedules compaction and clustering. With clean and archival in writer 0 alone,
+# a stretch in which writer 0 loses every conflict leaves nobody to clean or archive, and the timeline grows
+# (an excursion to 55 commits in w10-20261129T055541Z.json)
+CLEAN_AND_ARCHIVE = ("hoodie.clean.automatic", "hoodie.clean.async", "hoodie.cleaner.commits.retained",
+                     "hoodie.archive.automatic", "hoodie.archive.async", "hoodie.keep.min.commits",
+                     "hoodie.keep.max.commits", "hoodie.commits.archival.batch")
+WRITER_ONLY = {k: SERVICES[k] for k in CLEAN_AND_ARCHIVE}
 PARTITIONS = 4
 SAMPLE_EVERY = 20
 
@@ -150,6 +158,14 @@ def _write_commits(report: WriterReport, path: str, commits: int, rows: int, bar
     from storage.exception import HoodieClusteringUpdateError, HoodieWriteConflictError
 
     logging.basicConfig(level=logging.WARNING)
+    if report.writer == 0 and os.environ.get("W10_TRACE_SERVICES"):
+        # the services' rounds and the lock's waits, timestamped, for diagnosing a timeline that grows
+        trace = logging.FileHandler(os.path.join(os.path.dirname(path), "writer-0-services.log"))
+        trace.setFormatter(logging.Formatter("%(asctime)s %(threadName)s %(name)s: %(message)s"))
+        for name, level in (("storage.table_service.archival", logging.DEBUG), ("storage.table_service.clean", logging.INFO),
+                            ("storage.transaction", logging.DEBUG)):
+            logging.getLogger(name).setLevel(level)
+            logging.getLogger(name).addHandler(trace)
     writer = report.writer
     # the hudi data source of a plain local session; no metastore (the table is written by path)
     spark = sqlext.session(master="local[1]", warehouse=os.path.join(os.path.dirname(path), f"warehouse-{writer}"),

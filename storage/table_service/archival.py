@@ -114,6 +114,8 @@ class _ArchivalCandidates:
         chosen = self._cleans_and_rollbacks() + self._commits()
         bound = self._metadata_table_bound()
         if bound is not None:  # cleans and rollbacks too: their MDT deltacommits count while they are active
+            log.debug("archival of %s: the metadata table's latest compaction %r bounds %d candidates",
+                      self.meta.base_path, bound, len(chosen))
             chosen = [i for i in chosen if i.timestamp < bound]
         return sorted(chosen, key=HoodieInstant.sort_key)
 
@@ -129,7 +131,10 @@ class _ArchivalCandidates:
         commits = list(self.timeline.completed().write_timeline())
         if len(commits) <= self.high:
             return []
-        bound = min((b for b in self._retain_bounds(commits) if b is not None), default=None)
+        bounds = self._retain_bounds(commits)
+        bound = min((b for b in bounds if b is not None), default=None)
+        log.debug("archival of %s: %d commits, retain from %s (pending %s, clean %s, clustering %s, compaction %s, "
+                  "caller %s)", self.meta.base_path, len(commits), bound, *bounds)
         savepoints = [i.timestamp for i in self.timeline.completed().of_actions([Action.SAVEPOINT])]
         beyond = self.config.get(AK.ARCHIVE_BEYOND_SAVEPOINT)
         chosen = []
