@@ -60,6 +60,17 @@ class SpillFile:
             pass
 
 
+def spill_target(files: list[SpillFile], directory: str, name: str, schema: pa.Schema,
+                 compression: str | None) -> SpillFile:
+    """The file of `files` to append tables of `schema` to: the last one while it is open and of that schema, else a
+    new `<name>-<n>.arrow` in `directory`, appended to `files` (one IPC stream holds one schema)."""
+    if not files or files[-1].finished or not files[-1].schema.equals(schema):
+        if files:
+            files[-1].finish()
+        files.append(SpillFile(os.path.join(directory, f"{name}-{len(files)}.arrow"), schema, compression))
+    return files[-1]
+
+
 class SpillDirectory:
     """A private directory under `spill_path`, made on first use, removed by `close()` or when its owner goes."""
 

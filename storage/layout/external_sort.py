@@ -23,14 +23,13 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
-from storage.io.spill_file import SpillDirectory, SpillFile, spill_codec
+from storage.io.spill_file import SpillDirectory, SpillFile, spill_codec, spill_target
 
 log = logging.getLogger(__name__)
 
@@ -58,12 +57,7 @@ class _SpillFiles:
         self.files: list[SpillFile] = []
 
     def write(self, table: pa.Table) -> None:
-        if not self.files or not self.files[-1].schema.equals(table.schema):
-            if self.files:
-                self.files[-1].finish()
-            path = os.path.join(self._directory.make(), f"{self._name}-{len(self.files)}.arrow")
-            self.files.append(SpillFile(path, table.schema, self._compression))
-        self.files[-1].write(table)
+        spill_target(self.files, self._directory.make(), self._name, table.schema, self._compression).write(table)
 
     @property
     def bytes(self) -> int:

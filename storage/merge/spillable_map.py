@@ -34,7 +34,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from storage.io.spill_file import SpillDirectory, SpillFile, spill_codec
+from storage.io.spill_file import SpillDirectory, SpillFile, spill_codec, spill_target
 
 log = logging.getLogger(__name__)
 
@@ -206,14 +206,11 @@ class SpillableMap:
 
     def _segment(self, kind: str, p: int, schema: pa.Schema) -> SpillFile:
         segments = self._segments.setdefault((kind, p), [])
-        if not segments or segments[-1].finished or not segments[-1].schema.equals(schema):
-            if segments:
-                segments[-1].finish()
-            assert self._dir.path is not None
-            path = os.path.join(self._dir.path, f"{kind}-{p}-{len(segments)}.arrow")
-            segments.append(SpillFile(path, schema, self.compression))
-            self.stats.spill_files += 1
-        return segments[-1]
+        before = len(segments)
+        assert self._dir.path is not None
+        target = spill_target(segments, self._dir.path, f"{kind}-{p}", schema, self.compression)
+        self.stats.spill_files += len(segments) - before
+        return target
 
     # -- get / iterate -------------------------------------------------------------------------------------
 
