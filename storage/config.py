@@ -686,16 +686,18 @@ class MemoryConfigKeys:
 
 
 class EngineConfigKeys:
-    """This engine's own choice of where a table service's tasks run (storage.engine.engine_context): Spark, or
-    a thread pool in this process (Hudi's local engine context) for plans small enough to cost less than a Spark
-    job."""
+    """This engine's own choice of where a write's or a table service's work runs (storage.engine.engine_context,
+    storage.write.local): Spark, or this process (pyarrow and a thread pool: Hudi's local engine context) for work
+    small enough to cost less than a Spark job."""
 
     ENGINE = _prop("hoodie.sqlext.engine", "AUTO", OneOf(("AUTO", "SPARK", "LOCAL")),
-                   doc="AUTO: plans reading at most hoodie.sqlext.engine.local.max.bytes run in process, larger ones "
-                       "on Spark; SPARK or LOCAL: always there")
+                   doc="AUTO: writes whose input, and compaction or clustering plans whose files, are at most "
+                       "hoodie.sqlext.engine.local.max.bytes run in process (writes only those it supports: "
+                       "storage.write.local.choice), larger ones on Spark; SPARK or LOCAL: always there (a LOCAL "
+                       "write it cannot run, or of a larger input, is refused)")
     LOCAL_MAX_BYTES = _prop("hoodie.sqlext.engine.local.max.bytes", 64 * 1024 * 1024, int,
-                            doc="the bytes of files a compaction or clustering plan reads, up to which AUTO runs it "
-                                "in process")
+                            doc="the bytes of a write's input (held in this process), or of the files a compaction "
+                                "or clustering plan reads, up to which AUTO runs it in process")
 
 
 class SparkSqlConfigKeys:

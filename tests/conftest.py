@@ -72,6 +72,26 @@ def mdt_hfiles(fixture_table):
     return find_mdt_hfiles(fixture_table)
 
 
+@pytest.fixture(params=["SPARK", "LOCAL"])
+def write_engine(request, monkeypatch):
+    """Runs a test's writes on each engine (storage.write.local): SPARK forced, or in this process wherever the
+    in-process engine supports the write (AUTO without a size limit); a test's own hoodie.sqlext.engine stands."""
+    import storage.write.write_operation as write_operation
+    from storage.config import EngineConfigKeys as EK
+
+    chosen = {EK.ENGINE.key: "SPARK"} if request.param == "SPARK" else \
+        {EK.ENGINE.key: "AUTO", EK.LOCAL_MAX_BYTES.key: str(1 << 40)}
+    original = write_operation.runs_in_process
+
+    def runs_in_process(spark, data, op, config, *rest):
+        if not config.contains(EK.ENGINE):
+            config = config.with_values(chosen)
+        return original(spark, data, op, config, *rest)
+
+    monkeypatch.setattr(write_operation, "runs_in_process", runs_in_process)
+    return request.param
+
+
 @pytest.fixture(scope="session")
 def spark(tmp_path_factory):
     """One local SparkSession for the whole test session, attached (Hive support) to ONE real embedded Hive

@@ -20,7 +20,7 @@ import random
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -30,6 +30,7 @@ from storage.engine.spark_partitioning import pack_tasks, packed_frame, packed_t
 
 log = logging.getLogger(__name__)
 
+T, R = TypeVar("T"), TypeVar("R")
 ArrowTask = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
 SPARK, LOCAL, AUTO = "SPARK", "LOCAL", "AUTO"
 _LOCAL_STAGES = itertools.count(random.randrange(1, 1 << 20))  # a write token's stage: unique in this process
@@ -100,6 +101,27 @@ class LocalEngineContext:
 
         with ThreadPoolExecutor(max_workers=min(self.threads, tasks), thread_name_prefix="hudi-local-task") as pool:
             return [r for result in pool.map(run, enumerate(per_task)) for r in result]
+
+    def map_each(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        """`fn` of each item, each call one task of its own on the thread pool (a write token of its own: see
+        `local_task_ids`), results in the items' order; items are best given largest first."""
+        if not items:
+            return []
+        stage = next(_LOCAL_STAGES)
+
+        def run(numbered: tuple[int, T]) -> R:
+            number, item = numbered
+            _LOCAL_TASK.ids = (number, stage, 0)
+            try:
+                return fn(item)
+            finally:
+                _LOCAL_TASK.ids = None
+
+        if len(items) == 1:  # no thread hop for a single task
+            return [run((0, items[0]))]
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(items)),
+                                thread_name_prefix="hudi-local-task") as pool:
+            return list(pool.map(run, enumerate(items)))
 
 
 def _arrow_schema(schema) -> pa.Schema:

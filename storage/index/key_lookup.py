@@ -70,16 +70,17 @@ def _unmarked_arrow_filter(bloom: BloomFilter, own: list[str], path: str) -> Opt
 
 
 def keys_in_file(path: str, candidates: pa.Array, options: StorageOptions | None = None,
-                 bloom: BloomFilter | None = None) -> pa.Array:
+                 bloom: BloomFilter | None = None, probe_bloom: bool = True) -> pa.Array:
     """The distinct `candidates` that the base file at `path` holds. `bloom`: the file's filter as the metadata
-    table holds it (else the footer's is read); when it rules every candidate out the file is not opened."""
+    table holds it (else the footer's is read); when it rules every candidate out the file is not opened.
+    `probe_bloom` False: no filter, the key column is read (the simple index)."""
     keys = pc.unique(candidates)
     if bloom is not None and len(keys):
         keys = keys.filter(pa.array(bloom.might_contain_many(keys)))
         if not len(keys):
             return keys
     with parquet_file(HoodieStorage.for_path(path, options or StorageOptions()), path) as parquet:
-        if bloom is None:
+        if bloom is None and probe_bloom:
             keys = bloom_candidates(parquet, path, keys)
         return exact_matches(parquet, keys) if len(keys) else keys
 

@@ -150,6 +150,11 @@ class ZookeeperBasedLockProvider(LockProvider):
         self._connect(timeout_s)
         lock = CuratorCompatibleLock(self.client, self.settings.lock_path, identifier=_identity())
         remaining = max(timeout_s - (time.monotonic() - started), 0.0)
+        # kazoo's lock waits without a timeout on a request sent just as the server went away (its client retries
+        # the connection forever): past the wait, a client still disconnected is stopped, which fails that request
+        watchdog = threading.Timer(remaining + self.settings.connection_timeout_s, self._stop_if_disconnected)
+        watchdog.daemon = True
+        watchdog.start()
         try:
             acquired = lock.acquire(blocking=True, timeout=remaining)
         except LockTimeout:
@@ -157,6 +162,8 @@ class ZookeeperBasedLockProvider(LockProvider):
         except (RetryFailedError, KazooException, KazooTimeoutError) as exc:
             lock.cancel()
             raise self._unreachable(f"{type(exc).__name__} while acquiring") from exc
+        finally:
+            watchdog.cancel()
         if not acquired:
             return False
         self._lost.clear()
@@ -198,6 +205,11 @@ class ZookeeperBasedLockProvider(LockProvider):
     def close(self) -> None:
         self.unlock()
         self._stop_client()
+
+    def _stop_if_disconnected(self) -> None:
+        if not self.client.connected:
+            log.warning("%s: no connection to ZooKeeper while acquiring; giving up", self.lock_name)
+            self._stop_client()
 
     def _stop_client(self) -> None:
         if not self._started:

@@ -158,7 +158,7 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
         (F.xxhash64(F.col(RECORD_KEY)).bitwiseAND(F.lit(0x7FFFFFFFFFFFFFFF)) / F.lit(float(2 ** 63)))
     updates = [(p, f, placement_of_bucket[b]) for (p, f), b in plan.update_bucket_of().items()]
     shares = [(partition, lo, hi, placement_of_bucket[b])
-              for partition, ranges in plan.insert_ranges().items() for lo, hi, b in _contiguous(ranges)]
+              for partition, ranges in plan.insert_ranges().items() for lo, hi, b in contiguous_shares(ranges)]
     out = tagged.withColumn(_UNIFORM, u) if shares else tagged
     if len(updates) + len(shares) <= _INLINE_BRANCHES:
         bucket = F.expr(f"CASE WHEN {quote(LOC_FILE_ID)} IS NOT NULL THEN {_update_case(updates)} "
@@ -171,7 +171,7 @@ def assign_buckets(spark: SparkSession, tagged: DataFrame, plan: BucketPlan,
             .drop("_upd_bucket", "_ins_bucket", "_ins_partition", "_lo", "_hi", _UNIFORM, LOC_FILE_ID, LOC_PARTITION))
 
 
-def _contiguous(ranges: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
+def contiguous_shares(ranges: list[tuple[float, float, int]]) -> list[tuple[float, float, int]]:
     """A partition's insert shares as [lo, hi) ranges covering every position: the first open below, the last
     open above (a hash of exactly 1.0, or a rank past the planned ones, still finds a share)."""
     his = [float(hi) for _, hi, _ in ranges[:-1]] + [float("inf")]

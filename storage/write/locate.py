@@ -8,6 +8,7 @@ new key). Deletes keep only keys that exist; under a global index a record whose
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -155,10 +156,10 @@ def _global_partition_change(tagged: DataFrame, update_partition_path: bool) -> 
     )
 
 
-def is_bucketed(tagged: DataFrame) -> bool:
+def is_bucketed(tagged) -> bool:
     """Did the index put every record in a bucket of a fixed layout (the bucket index)? Then the write plans one
     file group per bucket from the workload profile, whatever the operation."""
-    return BUCKET_NUMBER in tagged.columns
+    return BUCKET_NUMBER in (tagged.columns if isinstance(tagged, DataFrame) else tagged.column_names)
 
 
 def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None) -> WorkloadProfile:
@@ -175,13 +176,18 @@ def workload_profile(tagged: DataFrame, checks: BatchChecks | None = None) -> Wo
     if checks:
         verify_batch(sorted({r[0] for r in rows}), [tuple(r[len(keys) + 1:]) for r in rows], checks.precombine,
                      KEY_COUNT in tagged.columns)
+    return profile_of_groups(((r[0], r[1], r[2], r[3] if bucketed else None, r[len(keys)]) for r in rows), bucketed)
+
+
+def profile_of_groups(groups: Iterable[tuple[str, str | None, int, int | None, int]],
+                      bucketed: bool) -> WorkloadProfile:
+    """The workload profile from the tagged records' counts per (partition, file id, operation, bucket number)."""
     profile = WorkloadProfile(bucketed=bucketed)
-    for row in rows:
-        partition, file_id, op, count = row[0], row[1], row[2], row[len(keys)]
+    for partition, file_id, op, bucket, count in groups:
         if file_id is None:
             profile.inserts[partition] = profile.inserts.get(partition, 0) + count
             if bucketed:
-                key = (partition, row[3])
+                key = (partition, bucket)
                 profile.new_buckets[key] = profile.new_buckets.get(key, 0) + count
         else:
             profile.updates[(partition, file_id)] = profile.updates.get((partition, file_id), 0) + count

@@ -28,35 +28,35 @@ KEY_COUNT = "_hoodie_key_count"
 INPUT_ORDER = "_hoodie_input_order"  # a record's position in the batch: of two records of a key, the later wins
 
 
-def validate_input(df: DataFrame, settings: TableSettings, op: WriteOperationType) -> None:
-    """Key, partition and precombine fields must be columns of the input."""
-    columns = {c.lower() for c in df.columns}
+def validate_input(names: list[str], settings: TableSettings, op: WriteOperationType) -> None:
+    """Key, partition and precombine fields must be columns of the input (whose columns are `names`)."""
+    columns = {c.lower() for c in names}
     for name in settings.keygen.required_fields():
         if name.split(".")[0].lower() not in columns:
             raise HoodieWriteError(f"record key or partition field '{name}' is missing from the data "
-                                   f"(columns: {', '.join(df.columns)})")
+                                   f"(columns: {', '.join(names)})")
     if settings.precombine and op is not WriteOperationType.DELETE and settings.precombine.lower() not in columns:
         raise HoodieWriteError(f"precombine field '{settings.precombine}' is missing from the data "
-                               f"({WK.PRECOMBINE_FIELD.key}; columns: {', '.join(df.columns)})")
+                               f"({WK.PRECOMBINE_FIELD.key}; columns: {', '.join(names)})")
 
 
-def check_missing_columns(df: DataFrame, table_schema: pa.Schema | None, config: HoodieConfig,
+def check_missing_columns(names: list[str], table_schema: pa.Schema | None, config: HoodieConfig,
                           op: WriteOperationType, base_path: str) -> None:
     """A batch must carry every column of the table (as Hudi: no silent nulls) unless
     `hoodie.write.set.null.for.missing.columns` says otherwise (partial-update payloads, Hudi's other way, are not
     supported by this engine); deletes need keys only."""
     if table_schema is None or op is WriteOperationType.DELETE or config.get(WK.SET_NULL_FOR_MISSING_COLUMNS):
         return
-    given = {c.lower() for c in df.columns}
+    given = {c.lower() for c in names}
     missing = [f.name for f in data_schema(table_schema) if f.name.lower() not in given]
     if missing:
         raise HoodieWriteError(f"the batch written to {base_path} lacks the table's columns {', '.join(missing)}; "
                                f"add them, or set {WK.SET_NULL_FOR_MISSING_COLUMNS.key}=true to write nulls")
 
 
-def target_schema(df: DataFrame, meta_client: HoodieTableMetaClient | None, op: WriteOperationType) -> pa.Schema:
-    """The table's data schema after this write (a delete keeps the table's schema)."""
-    incoming = to_arrow_schema(df.schema, timezone="UTC")
+def target_schema(incoming: pa.Schema, meta_client: HoodieTableMetaClient | None,
+                  op: WriteOperationType) -> pa.Schema:
+    """The table's data schema after this write of data of schema `incoming` (a delete keeps the table's schema)."""
     table_schema = table_data_schema(meta_client) if meta_client else None
     if op is WriteOperationType.DELETE and table_schema is not None:
         return data_schema(table_schema)

@@ -57,7 +57,13 @@ from storage.write.bulk_insert_sort import BulkInsertSortMode, key_rank_position
 from storage.write.commit_callback import CommitEvent
 from storage.write.handle import BUCKET_COLUMN, STAT_SCHEMA_DDL, write_bucket_udf
 from storage.write.heartbeat import Heartbeat, HeartbeatSettings
+from storage.engine.engine_context import EngineContext, LocalEngineContext, SparkEngineContext
 from storage.engine.spark_partitioning import max_packed_tasks
+from storage.write.local import locate as local_locate
+from storage.write.local import prepare as local_prepare
+from storage.write.local.choice import runs_in_process
+from storage.write.local.input import arrow_schema, to_arrow
+from storage.write.local.tasks import run_write_tasks
 from storage.write.locate import (
     deletes_by_matches,
     is_bucketed,
@@ -119,7 +125,7 @@ class Prepared:
 
     settings: TableSettings
     schema: pa.Schema  # the table's data schema after this write
-    records: DataFrame
+    records: DataFrame | pa.Table  # a table: the write runs in this process (storage.write.local)
     counts: dict[str, int] | None  # records per partition (counted before any combining in the write tasks)
     checks: BatchChecks | None = None
     combine_by: tuple[str, ...] = ()  # set: the write tasks combine the records of a key by these columns
@@ -139,7 +145,7 @@ class Located:
 
     meta: HoodieTableMetaClient
     fs_view: FileSystemView
-    tagged: DataFrame
+    tagged: DataFrame | pa.Table
     profile: WorkloadProfile | None
     plan: BucketPlan
     snapshot: TimelineSnapshot  # the timeline the write planned against (conflict resolution)
@@ -160,8 +166,10 @@ class WriteOperation:
     require_unique_keys: bool = False  # reject a batch that repeats a key instead of combining (SQL MERGE)
     services: TableServices | None = None  # what the write client runs around the write (none: the write alone)
     known_locations: bool = False  # the records carry their stored locations (`storage.write.locate.tag_location`)
+    _engine: EngineContext | None = field(default=None, init=False, repr=False)  # chosen by `run`
 
-    def run(self, df: DataFrame) -> WriteResult:
+    def run(self, df: DataFrame | pa.Table) -> WriteResult:
+        """Write `df`: a Spark DataFrame, or an Arrow table (which Spark reads only if the write runs there)."""
         meta = self._load_table()
         # unknown / unparsable options fail (or warn) before anything is written; the table's own properties
         # (merged into the options by the SQL layer) are not the user's
@@ -172,6 +180,7 @@ class WriteOperation:
         tally = RequestTally(self.spark)
         failed_writes_policy(self.config)  # invalid concurrency settings fail before anything runs
         check_strategy(self.config)
+        df = self._choose_engine(df, meta)
         with self._prepare(df, meta) as prepared, self._locate(prepared, meta) as located:
             if len(located.plan) == 0 and not self.config.get(WK.ALLOW_EMPTY_COMMIT):
                 log.info("nothing to write to %s and %s=false: no commit", self.base_path, WK.ALLOW_EMPTY_COMMIT.key)
@@ -196,17 +205,36 @@ class WriteOperation:
                                         f"engine writes versions {SUPPORTED_WRITE_VERSIONS} (it reads it)")
         return meta
 
+    def _choose_engine(self, df: DataFrame | pa.Table, meta: HoodieTableMetaClient | None) -> DataFrame | pa.Table:
+        """The input as the chosen engine takes it: an Arrow table in this process (storage.write.local) or a
+        DataFrame for Spark (an Arrow table becomes one)."""
+        settings = resolve_table_settings(self.config, meta.table_config if meta else None)
+        what = f"{self.operation.value} to {self.base_path}"
+        if runs_in_process(self.spark, df, self.operation, self.config, settings, meta, what):
+            self._engine = LocalEngineContext()
+            return to_arrow(df)
+        self._engine = SparkEngineContext(self.spark)
+        return self.spark.createDataFrame(df) if isinstance(df, pa.Table) else df
+
+    @property
+    def _local(self) -> bool:
+        return isinstance(self._engine, LocalEngineContext)
+
     # -- prepare ---------------------------------------------------------------------------------------------
     @contextmanager
-    def _prepare(self, df: DataFrame, meta: HoodieTableMetaClient | None) -> Iterator[Prepared]:
+    def _prepare(self, df: DataFrame | pa.Table, meta: HoodieTableMetaClient | None) -> Iterator[Prepared]:
         op = self.operation
         settings = resolve_table_settings(self.config, meta.table_config if meta else None)
         carried = LOCATION_COLUMNS if self.known_locations else ()
-        data = df.drop(*carried)  # the locations ride along; they are not data
-        validate_input(data, settings, op)
+        names = [c for c in (df.column_names if self._local else df.columns) if c not in carried]
+        validate_input(names, settings, op)  # the locations ride along; they are not data
         if meta is not None:
-            check_missing_columns(data, table_data_schema(meta), self.config, op, self.base_path)
-        schema = target_schema(data, meta, op)
+            check_missing_columns(names, table_data_schema(meta), self.config, op, self.base_path)
+        incoming = arrow_schema(df)
+        schema = target_schema(pa.schema([incoming.field(n) for n in names]), meta, op)
+        if self._local:
+            yield self._prepare_local(df, settings, schema, carried)
+            return
         records = key_records(df, settings, op, schema, carried)
         combine = combine_before_write(self.config, op)
         parallelism = shuffle_parallelism(self.config, op)
@@ -225,16 +253,32 @@ class WriteOperation:
         # the session caches already is not cached a second time when only key expressions were added to it
         reread = (op.uses_index or combine) and (aggregated or not _is_cached(df))
         with _persisted(records, reread) as records:
-            # null ordering values are refused where they decide between records; a SQL MERGE (unique keys) and
-            # OverwriteWithLatestAvroPayload (the SQL DML writes: the statement decides) let the field be null
-            latest_wins = str(self.config.get(WK.PAYLOAD_CLASS) or "").endswith("OverwriteWithLatestAvroPayload")
-            checks_ordering = op is not WriteOperationType.DELETE and not (self.require_unique_keys or latest_wins)
-            precombine = settings.precombine if checks_ordering else None
+            precombine = self._checked_ordering(settings)
             if self._profile_counts(meta, settings):  # one job fewer: the profile counts and checks the batch
                 yield Prepared(settings, schema, records, None, BatchChecks(precombine), combine_by)
                 return
             counts = partition_counts(records, precombine, settings.keygen)
             yield Prepared(settings, schema, records.drop(KEY_COUNT), counts, combine_by=combine_by)
+
+    def _prepare_local(self, table: pa.Table, settings: TableSettings, schema: pa.Schema,
+                       carried: tuple[str, ...]) -> Prepared:
+        """`_prepare` in this process (storage.write.local.prepare): the write tasks combine a key's records."""
+        op = self.operation
+        records = local_prepare.key_records(table, settings, op, schema, carried)
+        combine_by: tuple[str, ...] = ()
+        if combine_before_write(self.config, op):
+            records, combine_by = local_prepare.with_input_order(records), combine_ordering(settings, schema)
+        counts = local_prepare.partition_counts(records, self._checked_ordering(settings), self.require_unique_keys,
+                                                by_partition=bool(settings.partition_fields))
+        return Prepared(settings, schema, records, counts, combine_by=combine_by)
+
+    def _checked_ordering(self, settings: TableSettings) -> str | None:
+        """The ordering field whose null values are refused, where it decides between records; a SQL MERGE (unique
+        keys) and OverwriteWithLatestAvroPayload (the SQL DML writes: the statement decides) let it be null."""
+        latest_wins = str(self.config.get(WK.PAYLOAD_CLASS) or "").endswith("OverwriteWithLatestAvroPayload")
+        checks_ordering = self.operation is not WriteOperationType.DELETE and not (self.require_unique_keys
+                                                                                   or latest_wins)
+        return settings.precombine if checks_ordering else None
 
     def _profile_counts(self, meta: HoodieTableMetaClient | None, settings: TableSettings) -> bool:
         """Whether the batch's counts and checks can wait for the workload profile: an existing table (nothing is
@@ -283,9 +327,11 @@ class WriteOperation:
             yield Located(meta, fs_view, tagged, profile, plan, snapshot, txn, sizes, rolling)
 
     def _tag(self, prepared: Prepared, fs_view: FileSystemView, cache: FrameCache,
-             known_locations: bool) -> tuple[DataFrame, WorkloadProfile | None]:
+             known_locations: bool) -> tuple[DataFrame | pa.Table, WorkloadProfile | None]:
         """The tagged records, cached in `cache` when read more than once, and the workload profile."""
         op, config = self.operation, self.config
+        if self._local:
+            return self._tag_local(prepared, fs_view, known_locations)
         records = prepared.records if known_locations or not self.known_locations else \
             prepared.records.drop(*LOCATION_COLUMNS)
         tagged = tag_location(self.spark, config, records, prepared.settings, op, fs_view, prepared.partitions,
@@ -301,6 +347,19 @@ class WriteOperation:
             return tagged, workload_profile(tagged, prepared.checks)
         return tagged, None
 
+    def _tag_local(self, prepared: Prepared, fs_view: FileSystemView,
+                   known_locations: bool) -> tuple[pa.Table, WorkloadProfile | None]:
+        """`_tag` in this process (storage.write.local.locate)."""
+        records = prepared.records
+        if not known_locations and self.known_locations:
+            records = records.drop_columns(list(LOCATION_COLUMNS))
+        index = local_locate.table_index(self.config, fs_view, prepared.settings)
+        tagged = local_locate.tag_location(index, records, self.operation, fs_view, prepared.partitions,
+                                           self._engine, known_locations)
+        if self.operation in _PROFILED or is_bucketed(tagged):
+            return tagged, local_locate.workload_profile(tagged)
+        return tagged, None
+
     def _rolling_layout(self, sizes: FileSizing, bucketed: bool,
                         counts: dict[str, int] | None) -> RollingLayout | None:
         """Whether (and how) the write tasks name their own new files, one pass over the batch without a shuffle:
@@ -308,7 +367,7 @@ class WriteOperation:
         its records over many more files than the planned write (`rolling_layout`)."""
         op = self.operation
         in_input_order = sort_mode(self.config, op) is BulkInsertSortMode.NONE
-        if op is not WriteOperationType.BULK_INSERT or bucketed or not in_input_order:
+        if op is not WriteOperationType.BULK_INSERT or bucketed or not in_input_order or self._local:
             return None
         return rolling_layout(counts, sizes.records_per_new_file, shuffle_parallelism(self.config, op) > 0)
 
@@ -327,8 +386,9 @@ class WriteOperation:
         op, meta, settings = self.operation, located.meta, prepared.settings
         action = Action.DELTA_COMMIT if settings.is_mor and op.commit_action == Action.COMMIT else op.commit_action
         # built before any instant file exists: a bad option fails the write with nothing to undo
-        ctx = build_task_context(meta, self.config, settings, "0", prepared.schema, located.plan,
-                                 located.fs_view, tally.accumulator, max_packed_tasks(self.spark, len(located.plan)),
+        ctx = build_task_context(meta, self.config, settings, "0", prepared.schema, located.plan, located.fs_view,
+                                 None if self._local else tally.accumulator,
+                                 0 if self._local else max_packed_tasks(self.spark, len(located.plan)),
                                  located.sizes.avg_record_size)
         requested, heartbeat = self._start_commit(located, action)
         instant_time = requested.timestamp
@@ -381,7 +441,11 @@ class WriteOperation:
             inflight = timeline.transition_to_inflight(requested,
                                                       inflight_content(op, workload, meta.table_config.version))
             crash_point("write.after_inflight")
-            if located.rolling:
+            if self._local:
+                placement = {b: k for k, b in ctx.placement.items()}
+                stats = run_write_tasks(local_locate.assign_buckets(located.tagged, located.plan, placement), ctx,
+                                        self._engine)
+            elif located.rolling:
                 stats = _run_rolling_writes(prepared.records, ctx, located.rolling.tasks)  # nothing to locate
             else:
                 key_ordered = sort_mode(self.config, op) is BulkInsertSortMode.GLOBAL_SORT

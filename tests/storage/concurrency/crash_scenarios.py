@@ -97,6 +97,9 @@ _WRITE_VARIANTS = {
     "insert_overwrite_cow": Scenario("insert_overwrite_cow", False, ((SEED, "upsert"),),
                                      _write_child(OVERWRITE, "insert_overwrite"),
                                      lambda s: apply(s, OVERWRITE, "insert_overwrite")),
+    # small writes run in process by default (storage.write.local): the same upsert with its tasks on Spark
+    "upsert_mor_spark": Scenario("upsert_mor_spark", True, ((SEED, "upsert"),), _write_child(UPDATE, "upsert"),
+                                 lambda s: apply(s, UPDATE, "upsert"), options=(("hoodie.sqlext.engine", "SPARK"),)),
 }
 
 # table services: clean (retain 1 commit) and archival (keep 2..3) over four commits, a savepoint of the first

@@ -33,7 +33,8 @@ pytestmark = pytest.mark.multiprocess
 # and one after its commit - the three recoveries (nothing to undo, roll back or resume, nothing left). The other
 # Spark cases run with CRASH_MATRIX=full (run it after changing a commit path); the cases without Spark always run.
 CI_SPARK_CASES = frozenset({
-    "write.after_requested-upsert_mor", "write.before_commit-upsert_mor", "write.before_commit-insert_overwrite_cow",
+    "write.after_requested-upsert_mor", "write.before_commit-upsert_mor", "write.before_commit-upsert_mor_spark",
+    "write.before_commit-insert_overwrite_cow",
     "write.after_commit-delete_cow",
     "compaction.after_schedule-compaction_mor", "compaction.before_commit-compaction_mor",
     "compaction.after_commit-compaction_mor",

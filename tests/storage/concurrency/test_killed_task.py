@@ -33,7 +33,8 @@ def _opts(table_type: str, first_operation: str) -> dict[str, str]:
     return {"hoodie.table.name": f"killed_{table_type}_{first_operation}".lower(),
             "hoodie.datasource.write.recordkey.field": "id",
             "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
-            "hoodie.datasource.write.table.type": table_type}
+            "hoodie.datasource.write.table.type": table_type,
+            "hoodie.sqlext.engine": "SPARK"}  # Spark's task retries (the in-process engine fails the write instead)
 
 
 @pytest.fixture(scope="module")

@@ -26,6 +26,8 @@ from storage.index.bucket_index import HoodieSimpleBucketIndex
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 
+pytestmark = pytest.mark.usefixtures("write_engine")  # every test on both write engines
+
 SCHEMA = "id string, name string, ts long, dt string"
 COLS = ["id", "name", "ts", "dt"]
 PARTITIONS = ["p0", "p1", "p2"]

@@ -15,6 +15,8 @@ from storage.exception import HoodieWriteError
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import HoodieTableMetaClient
 
+pytestmark = pytest.mark.usefixtures("write_engine")  # every test on both write engines
+
 SCHEMA = "id int, name string, price double, ts long, dt string"
 
 

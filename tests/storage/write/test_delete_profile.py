@@ -41,6 +41,7 @@ def test_delete_profile_counts_the_lookups_matches(spark, tmp_path, monkeypatch,
     opts = {"hoodie.table.name": "d", "hoodie.datasource.write.table.type": table_type,
             "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "dt", "hoodie.index.type": index,
+            "hoodie.sqlext.engine": "SPARK",  # the Spark path's profile from the lookup's matches
             "hoodie.datasource.write.hive_style_partitioning": "true"}
     _write(spark, path, BASE[:15], opts, "upsert")
     _write(spark, path, BASE[15:], opts, "upsert")  # a second file group per partition

@@ -22,6 +22,7 @@ PARTS = ["2024-01-01", "2024-01-02", "2024-01-03"]
 
 def _opts(table_type):
     return {"hoodie.table.name": "lp", "hoodie.datasource.write.table.type": table_type,
+            "hoodie.sqlext.engine": "SPARK",  # the Spark path's profile counted by the lookup
             "hoodie.datasource.write.recordkey.field": "id", "hoodie.datasource.write.precombine.field": "ts",
             "hoodie.datasource.write.partitionpath.field": "dt", "hoodie.index.type": "BLOOM"}
 

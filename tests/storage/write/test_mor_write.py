@@ -14,6 +14,8 @@ from storage.file_group.log_format import read_log_blocks
 from storage.table.meta_client import HoodieTableMetaClient
 from storage.table_service.compaction import schedule_compaction, show_compaction
 
+pytestmark = pytest.mark.usefixtures("write_engine")  # every test on both write engines
+
 SCHEMA = "id int, name string, price double, ts long, dt string"
 COLS = ["id", "name", "price", "ts", "dt"]
 

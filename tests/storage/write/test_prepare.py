@@ -3,6 +3,7 @@ with their paths computed in Arrow, or by Spark's path column; both give the sam
 from __future__ import annotations
 
 import pytest
+from pyspark.sql.pandas.types import to_arrow_schema
 
 from storage.config import HoodieConfig
 from storage.exception import HoodieWriteError
@@ -20,7 +21,7 @@ def _keyed(spark, rows, schema, partitions, hive=True, keygen=None):
     settings = resolve_table_settings(HoodieConfig.of(opts), None)
     df = spark.createDataFrame(rows, schema)
     op = WriteOperationType.BULK_INSERT
-    return key_records(df, settings, op, target_schema(df, None, op)), settings.keygen
+    return key_records(df, settings, op, target_schema(to_arrow_schema(df.schema, timezone="UTC"), None, op)), settings.keygen
 
 
 @pytest.mark.parametrize("rows,schema,partitions,hive,expected", [

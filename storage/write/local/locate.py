@@ -1,0 +1,202 @@
+"""Phase 2 of an in-process write (storage.write.locate and storage.write.bucketing on an Arrow table): each record
+tagged with the file group holding its key, the workload profile counted, and each record's bucket assigned as the
+Spark path assigns it (updates by file group, inserts by Spark's xxhash64 of the key within their partition's insert
+shares: both engines put the same records together).
+
+The lookup of a non-global BLOOM or SIMPLE index runs per latest base file of the batch's partitions on the engine's
+thread pool, with the same per-file step as the Spark tasks (storage.index.key_lookup.keys_in_file); a bucket index
+hashes the keys as its Spark UDF does (storage.index.bucket_identifier)."""
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from storage.config import HoodieConfig
+from storage.config import WriteConfigKeys as WK
+from storage.engine.spark_hash import uniform_position
+from storage.exception import HoodieWriteError
+from storage.index import create_index
+from storage.index.bloom_index import HoodieBloomIndex, partition_paths
+from storage.index.bucket_identifier import bucket_ids
+from storage.index.bucket_index import BUCKET_NUMBER, HoodieSimpleBucketIndex, with_table_index
+from storage.index.hoodie_index import LOCATION_COLUMNS, HoodieIndex
+from storage.index.key_lookup import keys_in_file
+from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
+from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.table.fs_view import FileSystemView
+from storage.write.bucketing import contiguous_shares
+from storage.write.locate import profile_of_groups
+from storage.write.operation import WriteOperationType
+from storage.write.partitioner import BucketPlan, WorkloadProfile
+from storage.write.table_settings import TableSettings
+from storage.write.task_context import BUCKET_COLUMN, OP_COLUMN
+
+_ROW = "_hoodie_row"
+
+
+def table_index(config: HoodieConfig, fs_view: FileSystemView, settings: TableSettings) -> HoodieIndex:
+    """The index of the write, with the table's recorded index settings (a bucket table's)."""
+    meta = fs_view.meta_client
+    config = with_table_index(config, meta.table_config, meta.base_path)
+    return create_index(config.get(WK.INDEX_TYPE), config=config, base_path=meta.base_path,
+                        storage_options=meta.storage_options, record_key_fields=settings.record_keys)
+
+
+def tag_location(index: HoodieIndex, records: pa.Table, op: WriteOperationType, fs_view: FileSystemView,
+                 partitions: list[str], engine, known_locations: bool = False) -> pa.Table:
+    """`records` with the location of their key (`LOC_FILE_ID`, `LOC_PARTITION`; a bucket index adds each record's
+    `BUCKET_NUMBER`), placed as the operation puts them (storage.write.locate.tag_location). `engine`: the
+    LocalEngineContext whose threads look the keys up in the files."""
+    if known_locations:
+        if index.looks_up_stored_keys and index.requires_tagging(op):
+            return _placed(records, op)
+        records = records.drop_columns(list(LOCATION_COLUMNS))
+    if isinstance(index, HoodieSimpleBucketIndex):
+        bucketed = records.append_column(BUCKET_NUMBER, pa.array(bucket_ids(
+            records.column(RECORD_KEY).combine_chunks(), list(index.spec.hash_fields), index.spec.num_buckets)))
+        if not index.requires_tagging(op):
+            return _untagged(bucketed)
+        slices = fs_view.latest_file_slices(partitions)
+        groups = index.bucket_file_groups([(s.partition_path, s.file_id) for s in slices])
+        located = pa.table({PARTITION_PATH: pa.array([g[0] for g in groups], pa.string()),
+                            BUCKET_NUMBER: pa.array([g[1] for g in groups], pa.int32()),
+                            LOC_FILE_ID: pa.array([g[2] for g in groups], pa.string())})
+        return _placed(_joined(bucketed, located, [PARTITION_PATH, BUCKET_NUMBER]), op)
+    if not index.requires_tagging(op):
+        return _untagged(records)
+    matches = _stored_matches(index, records, fs_view, partitions, engine)
+    return _placed(_joined(records, matches, [RECORD_KEY, PARTITION_PATH]), op)
+
+
+def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemView, partitions: list[str],
+                    engine) -> pa.Table:
+    """(`RECORD_KEY`, `PARTITION_PATH`, `LOC_FILE_ID`) of every key of the batch stored in a latest base file of
+    its partition: each file checked against its partition's distinct keys, by bloom filter then exactly (BLOOM),
+    or exactly (SIMPLE)."""
+    base_files = fs_view.latest_base_files(partitions)
+    keys = records.select([PARTITION_PATH, RECORD_KEY]).group_by(PARTITION_PATH).aggregate(
+        [(RECORD_KEY, "distinct")])
+    candidates = dict(zip(keys[PARTITION_PATH].to_pylist(), _lists(keys[f"{RECORD_KEY}_distinct"])))
+    located = zip(base_files, partition_paths(base_files, fs_view.meta_client.base_path))
+    jobs = [(bf, partition) for bf, partition in located if partition in candidates]
+    jobs.sort(key=lambda job: -job[0].size)  # largest first: the pool's tasks end together
+    probe_bloom = isinstance(index, HoodieBloomIndex)
+
+    def lookup(job) -> pa.Table:
+        bf, partition = job
+        found = keys_in_file(bf.path, candidates[partition], index.storage_options, probe_bloom=probe_bloom)
+        n = len(found)
+        return pa.table({RECORD_KEY: found.cast(pa.string()),
+                         PARTITION_PATH: pa.array([partition] * n if n else [], pa.string()),
+                         LOC_FILE_ID: pa.array([bf.file_id] * n if n else [], pa.string())})
+
+    found = [t for t in engine.map_each(lookup, jobs) if t.num_rows]
+    if not found:
+        return pa.table({RECORD_KEY: pa.array([], pa.string()), PARTITION_PATH: pa.array([], pa.string()),
+                         LOC_FILE_ID: pa.array([], pa.string())})
+    return pa.concat_tables(found)
+
+
+def _lists(column: pa.ChunkedArray) -> list[pa.Array]:
+    """Each list value of a list column as an array."""
+    array = column.combine_chunks()
+    offsets = array.offsets.to_numpy()
+    values = array.values
+    return [values.slice(offsets[i], offsets[i + 1] - offsets[i]) for i in range(len(array))]
+
+
+def _joined(records: pa.Table, located: pa.Table, on: list[str]) -> pa.Table:
+    """`records` left-joined with `located` (`on` plus `LOC_FILE_ID`), in the records' order, with `LOC_PARTITION`
+    set where a location was found. The join runs on the key columns alone (Arrow's join carries no nested
+    columns); a key located twice (a key stored in two files of its partition) repeats its record, as Spark's
+    join does."""
+    narrow = records.select(on).append_column(_ROW, pa.array(np.arange(records.num_rows, dtype=np.int64)))
+    joined = narrow.join(located.select(on + [LOC_FILE_ID]), keys=on, join_type="left outer")
+    joined = joined.sort_by(_ROW)
+    out = records.take(joined.column(_ROW))
+    file_ids = joined.column(LOC_FILE_ID)
+    partitions = pc.if_else(pc.is_valid(file_ids), out.column(PARTITION_PATH), pa.scalar(None, pa.string()))
+    return out.append_column(LOC_FILE_ID, file_ids).append_column(LOC_PARTITION, partitions)
+
+
+def _untagged(records: pa.Table) -> pa.Table:
+    nulls = pa.nulls(records.num_rows, pa.string())
+    return records.append_column(LOC_FILE_ID, nulls).append_column(LOC_PARTITION, nulls)
+
+
+def _placed(tagged: pa.Table, op: WriteOperationType) -> pa.Table:
+    """A delete keeps the keys found, in their stored partition (non-global indexes only reach this engine)."""
+    if op is not WriteOperationType.DELETE:
+        return tagged
+    found = tagged.filter(pc.is_valid(tagged.column(LOC_FILE_ID)))
+    return found.set_column(found.schema.get_field_index(PARTITION_PATH), PARTITION_PATH,
+                            found.column(LOC_PARTITION))
+
+
+def workload_profile(tagged: pa.Table) -> WorkloadProfile:
+    """Updates per file group and inserts per partition (and per bucket), counted from the tagged records."""
+    bucketed = BUCKET_NUMBER in tagged.column_names
+    keys = [PARTITION_PATH, LOC_FILE_ID, OP_COLUMN] + ([BUCKET_NUMBER] if bucketed else [])
+    counts = tagged.select(keys).group_by(keys).aggregate([([], "count_all")])
+    columns = [counts.column(k).to_pylist() for k in keys] + [counts.column("count_all").to_pylist()]
+    if not bucketed:
+        columns.insert(3, [None] * counts.num_rows)
+    return profile_of_groups(zip(*columns), bucketed)
+
+
+def assign_buckets(tagged: pa.Table, plan: BucketPlan, placement_of_bucket: dict[int, int]) -> pa.Table:
+    """`tagged` with each record's bucket placement key (`BUCKET_COLUMN`), as storage.write.bucketing.assign_buckets
+    computes it in Spark; the location columns dropped."""
+    n = tagged.num_rows
+    placement = np.full(n, -1, dtype=np.int32)
+    by_number = plan.bucket_number_of()
+    if by_number:
+        _place(placement, tagged, [PARTITION_PATH, BUCKET_NUMBER],
+               {(p, number): placement_of_bucket[b] for (p, number), b in by_number.items()})
+    else:
+        _place(placement, tagged, [PARTITION_PATH, LOC_FILE_ID],
+               {key: placement_of_bucket[b] for key, b in plan.update_bucket_of().items()})
+        _place_inserts(placement, tagged, plan.insert_ranges(), placement_of_bucket)
+    if (placement < 0).any():
+        raise HoodieWriteError(f"{int((placement < 0).sum())} records of the batch found no bucket of the write's "
+                               "plan: nothing was written")
+    drop = [c for c in (LOC_FILE_ID, LOC_PARTITION, BUCKET_NUMBER) if c in tagged.column_names]
+    return tagged.drop_columns(drop).append_column(BUCKET_COLUMN, pa.array(placement))
+
+
+def _place(placement: np.ndarray, tagged: pa.Table, on: list[str], targets: dict[tuple, int]) -> None:
+    """Sets the placement of the records whose `on` columns equal a key of `targets`."""
+    if not targets:
+        return
+    keys = list(targets)
+    located = pa.table({on[0]: pa.array([k[0] for k in keys], tagged.schema.field(on[0]).type),
+                        on[1]: pa.array([k[1] for k in keys], tagged.schema.field(on[1]).type),
+                        BUCKET_COLUMN: pa.array(list(targets.values()), pa.int32())})
+    narrow = tagged.select(on).append_column(_ROW, pa.array(np.arange(tagged.num_rows, dtype=np.int64)))
+    joined = narrow.join(located, keys=on, join_type="inner")
+    placement[joined.column(_ROW).to_numpy()] = joined.column(BUCKET_COLUMN).to_numpy()
+
+
+def _place_inserts(placement: np.ndarray, tagged: pa.Table, ranges: dict[str, list[tuple[float, float, int]]],
+                   placement_of_bucket: dict[int, int]) -> None:
+    """New records by the uniform hash of their key within their partition's insert shares (the first share whose
+    upper end lies above it)."""
+    inserts = np.flatnonzero(tagged.column(LOC_FILE_ID).is_null().to_numpy(zero_copy_only=False))
+    if not inserts.size or not ranges:
+        return
+    rows = tagged.select([PARTITION_PATH, RECORD_KEY]).take(pa.array(inserts))
+    encoded = rows.column(PARTITION_PATH).combine_chunks().dictionary_encode()
+    codes = encoded.indices.to_numpy(zero_copy_only=False)
+    for code, partition in enumerate(encoded.dictionary.to_pylist()):
+        shares = contiguous_shares(ranges.get(partition, []))
+        if not shares:
+            continue
+        mine = np.flatnonzero(codes == code)
+        buckets = np.array([placement_of_bucket[b] for _, _, b in shares], dtype=np.int32)
+        if len(shares) == 1:  # one share takes all: no hash needed
+            placement[inserts[mine]] = buckets[0]
+            continue
+        his = np.array([hi for _, hi, _ in shares])
+        position = uniform_position(rows.column(RECORD_KEY).take(pa.array(mine)))
+        placement[inserts[mine]] = buckets[np.searchsorted(his, position, side="right")]

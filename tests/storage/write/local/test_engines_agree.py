@@ -1,0 +1,123 @@
+"""The in-process engine (storage.write.local) and the Spark engine write the same table for the same batches:
+same rows (read by hudi-rs, an independent reader), same file groups per partition and data files, same commit
+metadata counts; and the engine choice (`hoodie.sqlext.engine`) refuses what the in-process engine cannot run,
+leaving the table as it was."""
+from __future__ import annotations
+
+import logging
+from collections import Counter
+
+import pyarrow as pa
+import pytest
+from hudi_oracle import arrow_rows, hudi_rs_read
+
+from storage.client.write_client import write_dataframe
+from storage.config import HoodieConfig
+from storage.exception import HoodieWriteError
+from storage.io.storage import HoodieStorage
+from storage.table.fs_view import FileSystemView
+from storage.table.meta_client import HoodieTableMetaClient
+
+COLS = ["id", "name", "ts", "dt"]
+
+
+def _batch(ids, ts, name="v", dt=None) -> pa.Table:
+    ids = list(ids)
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": [f"{name}{i}" for i in ids],
+                     "ts": pa.array([ts] * len(ids), pa.int64()),
+                     "dt": [dt or f"2024-01-0{1 + i % 3}" for i in ids]})
+
+
+# (operation, batch): a load, upserts with repeated keys in the batch (the greatest ts wins, then the later row),
+# plain inserts, and deletes of stored and unknown keys
+BATCHES = [
+    ("bulk_insert", _batch(range(40), 1)),
+    ("upsert", pa.concat_tables([_batch(range(30, 60), 2, "u"), _batch([31, 45], 3, "w"), _batch([31], 2, "x")])),
+    ("insert", _batch(range(100, 110), 4, "i")),
+    ("delete", _batch([1, 2, 33, 105, 999], 5)),
+    ("upsert", _batch(list(range(0, 12)) + [200, 201], 6, "z")),
+]
+
+
+def _options(table_type: str, index: str, engine: str) -> dict[str, str]:
+    opts = {"hoodie.table.name": "t", "hoodie.datasource.write.recordkey.field": "id",
+            "hoodie.datasource.write.precombine.field": "ts", "hoodie.datasource.write.partitionpath.field": "dt",
+            "hoodie.datasource.write.table.type": table_type, "hoodie.index.type": index,
+            "hoodie.sqlext.engine": engine, "hoodie.compact.inline": "false"}
+    if index == "BUCKET":
+        opts["hoodie.bucket.index.num.buckets"] = "2"
+    return opts
+
+
+def _write(spark, path: str, opts: dict[str, str], operation: str, batch: pa.Table):
+    df = spark.createDataFrame(batch.to_pandas())
+    return write_dataframe(spark, df, path, HoodieConfig.of({**opts, "hoodie.datasource.write.operation": operation}))
+
+
+def _shape(path: str) -> tuple[Counter, int]:
+    """File groups per partition and the number of data files of the latest slices."""
+    meta = HoodieTableMetaClient.load(path, HoodieStorage.for_path(path))
+    slices = FileSystemView(meta).latest_file_slices()
+    return Counter(s.partition_path for s in slices), sum(bool(s.base_file) + len(s.log_files) for s in slices)
+
+
+def _counts(metadata) -> dict[str, tuple]:
+    """Per partition: records written, inserted, updated, deleted (timings and names aside)."""
+    out: dict[str, list[int]] = {}
+    for s in metadata.write_stats():
+        c = out.setdefault(s.partitionPath, [0, 0, 0, 0])
+        for i, n in enumerate((s.numWrites, s.numInserts, s.numUpdateWrites, s.numDeletes)):
+            c[i] += n
+    return {p: tuple(c) for p, c in out.items()}
+
+
+@pytest.mark.parametrize("table_type,index", [("COPY_ON_WRITE", "BLOOM"), ("MERGE_ON_READ", "BLOOM"),
+                                              ("COPY_ON_WRITE", "SIMPLE"), ("MERGE_ON_READ", "BUCKET")])
+def test_both_engines_write_the_same_table(spark, tmp_path, table_type, index):
+    results = {}
+    for engine in ("SPARK", "LOCAL"):
+        path = str(tmp_path / engine)
+        commits = [_counts(_write(spark, path, _options(table_type, index, engine), op, batch))
+                   for op, batch in BATCHES]
+        results[engine] = (arrow_rows(hudi_rs_read(path), COLS), _shape(path), commits)
+    spark_rows, spark_shape, spark_commits = results["SPARK"]
+    local_rows, local_shape, local_commits = results["LOCAL"]
+    assert local_rows == spark_rows
+    assert len(spark_rows) == 40 + 20 + 10 - 4 + 2 + 2  # 1 and 2 deleted, then upserted again
+    assert (("id", 31), ("name", "w31"), ("ts", 3), ("dt", "2024-01-02")) in spark_rows  # the greatest ts won
+    assert local_shape == spark_shape
+    assert local_commits == spark_commits
+
+
+def test_auto_runs_small_writes_in_process_and_large_ones_on_spark(spark, tmp_path, caplog):
+    path = str(tmp_path / "t")
+    opts = _options("COPY_ON_WRITE", "BLOOM", "AUTO")
+    with caplog.at_level(logging.DEBUG, logger="storage.write.local.choice"):
+        _write(spark, path, opts, "upsert", _batch(range(10), 1))
+        _write(spark, path, {**opts, "hoodie.sqlext.engine.local.max.bytes": "10"}, "upsert", _batch(range(5), 2))
+    engines = [r.getMessage().split(" runs on ")[1].split(" ")[0] for r in caplog.records if " runs on " in r.getMessage()]
+    assert engines == ["LOCAL", "SPARK"]
+    stored = sorted(tuple(v for _, v in r[:3]) for r in arrow_rows(hudi_rs_read(path), COLS))
+    assert stored == sorted([(i, f"v{i}", 2) for i in range(5)] + [(i, f"v{i}", 1) for i in range(5, 10)])
+
+
+def _instants(path: str) -> list[str]:
+    meta = HoodieTableMetaClient.load(path, HoodieStorage.for_path(path))
+    return [str(i) for i in meta.active_timeline.reload().timeline.instants]
+
+
+@pytest.mark.parametrize("options,message", [
+    ({"hoodie.sqlext.engine.local.max.bytes": "100"}, "hoodie.sqlext.engine.local.max.bytes=100"),
+    ({"hoodie.index.type": "GLOBAL_BLOOM"}, "hoodie.index.type=GLOBAL_BLOOM"),
+])
+def test_a_forced_in_process_write_it_cannot_run_is_refused_with_the_table_unchanged(spark, tmp_path, options,
+                                                                                  message):
+    path = str(tmp_path / "t")
+    opts = _options("COPY_ON_WRITE", "BLOOM", "LOCAL")
+    _write(spark, path, opts, "upsert", _batch(range(10), 1))
+    before, rows_before = _instants(path), arrow_rows(hudi_rs_read(path), COLS)
+    with pytest.raises(HoodieWriteError, match="hoodie.sqlext.engine=LOCAL") as err:
+        _write(spark, path, {**opts, **options}, "upsert", _batch(range(200), 2))
+    assert message in str(err.value)
+    assert _instants(path) == before
+    assert arrow_rows(hudi_rs_read(path), COLS) == rows_before
