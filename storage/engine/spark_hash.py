@@ -30,6 +30,15 @@ def _rotl_(x: np.ndarray, r: int, tmp: np.ndarray) -> None:
     x |= tmp
 
 
+def _mix_(hs: np.ndarray, k: np.ndarray, r: int, prime: np.uint64, add: np.uint64 | None, tmp: np.ndarray) -> None:
+    """hs = rotl(hs ^ k, r) * prime (+ add), in place: the step that folds one word of the tail into the hash."""
+    hs ^= k
+    _rotl_(hs, r, tmp)
+    hs *= prime
+    if add is not None:
+        hs += add
+
+
 def _round_(acc: np.ndarray, lane: np.ndarray, tmp: np.ndarray) -> None:
     """acc = XXH64 round(acc, lane) in place (clobbers lane)."""
     lane *= P2
@@ -93,10 +102,7 @@ def _hash_block(start: np.ndarray, length: np.ndarray, data: pa.Buffer | None) -
         k *= P2
         _rotl_(k, 31, tmp)
         k *= P1
-        hs ^= k
-        _rotl_(hs, 27, tmp)
-        hs *= P1
-        hs += P4
+        _mix_(hs, k, 27, P1, P4, tmp)
         _put(h, rows, hs)
     pos += rest & ~7
     if (rest & 4).any():
@@ -104,10 +110,7 @@ def _hash_block(start: np.ndarray, length: np.ndarray, data: pa.Buffer | None) -
         hs, tmp = _view(h, scratch, rows)
         k = _unaligned(data, 4)[pos if rows is None else pos[rows]].astype(np.uint64)
         k *= P1
-        hs ^= k
-        _rotl_(hs, 23, tmp)
-        hs *= P2
-        hs += P3
+        _mix_(hs, k, 23, P2, P3, tmp)
         _put(h, rows, hs)
         pos += rest & 4
     tail = rest & 3
@@ -117,9 +120,7 @@ def _hash_block(start: np.ndarray, length: np.ndarray, data: pa.Buffer | None) -
         hs, tmp = _view(h, scratch, rows)
         k = data_bytes[pos + b if rows is None else pos[rows] + b].astype(np.uint64)
         k *= P5
-        hs ^= k
-        _rotl_(hs, 11, tmp)
-        hs *= P1
+        _mix_(hs, k, 11, P1, None, tmp)
         _put(h, rows, hs)
 
     # avalanche
