@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from storage.arrow_util import constant_array
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
 from storage.engine.spark_hash import uniform_position
@@ -86,10 +87,9 @@ def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemVi
     def lookup(job) -> pa.Table:
         bf, partition = job
         found = keys_in_file(bf.path, candidates[partition], index.storage_options, probe_bloom=probe_bloom)
-        n = len(found)
         return pa.table({RECORD_KEY: found.cast(pa.string()),
-                         PARTITION_PATH: pa.array([partition] * n if n else [], pa.string()),
-                         LOC_FILE_ID: pa.array([bf.file_id] * n if n else [], pa.string())})
+                         PARTITION_PATH: constant_array(partition, len(found), pa.string()),
+                         LOC_FILE_ID: constant_array(bf.file_id, len(found), pa.string())})
 
     found = [t for t in engine.map_each(lookup, jobs) if t.num_rows]
     if not found:
@@ -111,13 +111,18 @@ def _joined(records: pa.Table, located: pa.Table, on: list[str]) -> pa.Table:
     set where a location was found. The join runs on the key columns alone (Arrow's join carries no nested
     columns); a key located twice (a key stored in two files of its partition) repeats its record, as Spark's
     join does."""
-    narrow = records.select(on).append_column(_ROW, pa.array(np.arange(records.num_rows, dtype=np.int64)))
-    joined = narrow.join(located.select(on + [LOC_FILE_ID]), keys=on, join_type="left outer")
-    joined = joined.sort_by(_ROW)
+    joined = _row_join(records, located.select(on + [LOC_FILE_ID]), on, "left outer").sort_by(_ROW)
     out = records.take(joined.column(_ROW))
     file_ids = joined.column(LOC_FILE_ID)
     partitions = pc.if_else(pc.is_valid(file_ids), out.column(PARTITION_PATH), pa.scalar(None, pa.string()))
     return out.append_column(LOC_FILE_ID, file_ids).append_column(LOC_PARTITION, partitions)
+
+
+def _row_join(records: pa.Table, located: pa.Table, on: list[str], join_type: str) -> pa.Table:
+    """The row number (`_ROW`) of each record joined with `located` on the `on` columns alone: Arrow's join carries
+    no nested columns, so the records' other columns are taken by row number afterwards."""
+    narrow = records.select(on).append_column(_ROW, pa.array(np.arange(records.num_rows, dtype=np.int64)))
+    return narrow.join(located, keys=on, join_type=join_type)
 
 
 def _untagged(records: pa.Table) -> pa.Table:
@@ -173,8 +178,7 @@ def _place(placement: np.ndarray, tagged: pa.Table, on: list[str], targets: dict
     located = pa.table({on[0]: pa.array([k[0] for k in keys], tagged.schema.field(on[0]).type),
                         on[1]: pa.array([k[1] for k in keys], tagged.schema.field(on[1]).type),
                         BUCKET_COLUMN: pa.array(list(targets.values()), pa.int32())})
-    narrow = tagged.select(on).append_column(_ROW, pa.array(np.arange(tagged.num_rows, dtype=np.int64)))
-    joined = narrow.join(located, keys=on, join_type="inner")
+    joined = _row_join(tagged, located, on, "inner")
     placement[joined.column(_ROW).to_numpy()] = joined.column(BUCKET_COLUMN).to_numpy()
 
 

@@ -59,8 +59,8 @@ def most_repeated_key(records: pa.Table, by_partition: bool) -> tuple[str, int] 
     counts = records.select(group).group_by(group).aggregate([([], "count_all")])
     if counts.num_rows == records.num_rows:
         return None
-    most = pc.index(counts["count_all"], pc.max(counts["count_all"]))
-    return counts[RECORD_KEY][most.as_py()].as_py(), pc.max(counts["count_all"]).as_py()
+    most = pc.max(counts["count_all"])
+    return counts[RECORD_KEY][pc.index(counts["count_all"], most).as_py()].as_py(), most.as_py()
 
 
 def partition_counts(records: pa.Table, precombine: str | None, unique: bool,
