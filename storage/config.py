@@ -692,12 +692,16 @@ class EngineConfigKeys:
 
     ENGINE = _prop("hoodie.sqlext.engine", "AUTO", OneOf(("AUTO", "SPARK", "LOCAL")),
                    doc="AUTO: writes whose input, and compaction or clustering plans whose files, are at most "
-                       "hoodie.sqlext.engine.local.max.bytes run in process (writes only those it supports: "
+                       "hoodie.sqlext.engine.local.max.bytes run in process (cleans of at most "
+                       "hoodie.sqlext.engine.local.max.files files) (writes only those it supports: "
                        "storage.write.local.choice), larger ones on Spark; SPARK or LOCAL: always there (a LOCAL "
                        "write it cannot run, or of a larger input, is refused)")
     LOCAL_MAX_BYTES = _prop("hoodie.sqlext.engine.local.max.bytes", 64 * 1024 * 1024, int,
                             doc="the bytes of a write's input (held in this process), or of the files a compaction "
                                 "or clustering plan reads, up to which AUTO runs it in process")
+    LOCAL_MAX_FILES = _prop("hoodie.sqlext.engine.local.max.files", 1000, int,
+                            doc="the files a clean deletes up to which AUTO deletes them from this process (a "
+                                "thread pool) instead of in Spark tasks")
 
 
 class SparkSqlConfigKeys:

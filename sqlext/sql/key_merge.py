@@ -139,7 +139,7 @@ def run_key_merge(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: Ke
     if table.meta.table_config.table_type == "MERGE_ON_READ" and _logs_hold_deletes(table):
         # a key deleted in a log is still in its base file: the index would call its re-insert an update
         return None
-    frame = _frame(ctx, table, source.alias(s_alias), km)
+    frame = _frame(ctx, table, source, s_alias, km)
     if frame is None:
         return None
     opts = dict(opts)
@@ -160,23 +160,49 @@ def run_key_merge(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: Ke
     return counts
 
 
-def _frame(ctx, table: HudiTable, source: DataFrame, km: KeyMerge) -> DataFrame | None:
+def _frame(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: KeyMerge) -> DataFrame | None:
     """The batch: each table column from its source expression (cast as the general plan casts); key and
-    partition values must already have the column's type, so the written key is the one ON compared."""
+    partition values must have the column's type or widen to it losslessly (an INT literal for a BIGINT key), so
+    the written key is the one ON compared."""
     items = [(ctx.expr_sql(v), v) for v in km.values.values()]
-    types = expression_types(ctx, source, items)
+    types = _column_types(source, s_alias, km.values.values())
+    aliased = source.alias(s_alias)
+    if types is None:  # expressions: Spark's analysis types them
+        types = expression_types(ctx, aliased, items)
     matched = {c.lower() for c in table.record_keys} | {p.lower() for p in table.partition_fields}
     cols = []
     for (column, value), (sql, _), dtype in zip(km.values.items(), items, types):
         want = table.field(column).dataType
-        if column.lower() in matched and dtype != want:
+        if column.lower() in matched and dtype != want and not _widens(dtype, want):
             return None
         check_assignment(ctx, dtype, column, want, value, table.name)
         cols.append((F.expr(sql) if dtype == want else F.expr(sql).cast(want)).alias(column))
     if km.operation == DELETE:  # the partition path of a global delete comes from the index, not the batch
         cols += [F.lit(None).cast(table.field(p).dataType).alias(p) for p in table.partition_fields
                  if p not in km.values]
-    return source.select(*cols)
+    return aliased.select(*cols)
+
+
+def _column_types(source: DataFrame, s_alias: str, values) -> list | None:
+    """The type of each value when every one is a plain column of the source (UPDATE SET *, INSERT *): read from
+    the source's schema, no analysis; else None."""
+    fields = {f.name.lower(): f.dataType for f in source.schema.fields}
+    types = []
+    for value in values:
+        if not isinstance(value, exp.Column) or value.table.lower() not in ("", s_alias.lower()) or \
+                value.name.lower() not in fields:
+            return None
+        types.append(fields[value.name.lower()])
+    return types
+
+
+_INTEGRAL = ("byte", "short", "integer", "long")
+
+
+def _widens(dtype, want) -> bool:
+    """Whether every value of `dtype` is a value of `want` spelled the same (integral types only)."""
+    have, target = dtype.typeName(), want.typeName()
+    return have in _INTEGRAL and target in _INTEGRAL and _INTEGRAL.index(have) < _INTEGRAL.index(target)
 
 
 def _counts(metadata, operation: str) -> DmlCounts:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -50,8 +51,12 @@ class MergeSides:
     table: HudiTable
     t_alias: str
     s_alias: str
-    target: DataFrame
     source: DataFrame
+
+    @cached_property
+    def target(self) -> DataFrame:
+        """The table's snapshot, planned only when the general plan joins it (a key merge never reads it)."""
+        return self.table.snapshot(self.source.sparkSession)
 
     def t(self, column: str) -> Column:
         return F.col(f"`{self.t_alias}`.`{column}`")
@@ -67,20 +72,21 @@ def plan(ctx, node: exp.Merge) -> DataFrame:
     if not isinstance(on, exp.Expression):
         raise ctx.error("MERGE needs an ON condition relating target and source rows", node.this,
                         table=sides.table.name)
-    t_scope = Scope(sides.t_alias, sides.table.name, tuple(sides.target.columns))
+    t_scope = Scope(sides.t_alias, sides.table.name, tuple(sides.table.snapshot_columns))
     s_scope = Scope(sides.s_alias, "the source", tuple(sides.source.columns))
     check_columns(ctx, on, [t_scope, s_scope])
     clauses = _clauses(ctx, node, sides, t_scope, s_scope)
     opts = sides.table.write_options(ctx.spark)
     _check_identity_assignments(ctx, on, clauses, sides, opts)
 
+    # a key merge's ON is equalities of keys with source values of their type: boolean, no analysis needed
+    counts = _key_merge(ctx, node, on, clauses, sides, opts)
+    if counts is not None:
+        return counts.to_frame(ctx.spark)
     tgt = sides.target.withColumn(T_FLAG, F.lit(True)).alias(sides.t_alias)
     src = sides.source.withColumn(S_FLAG, F.lit(True)).alias(sides.s_alias)
     on_sql = ctx.expr_sql(on)
     check_boolean(ctx, expression_types(ctx, tgt.crossJoin(src), [(on_sql, on)])[0], on, "the ON condition")
-    counts = _key_merge(ctx, node, on, clauses, sides, opts)
-    if counts is not None:
-        return counts.to_frame(ctx.spark)
     groups = {c.group for c in clauses}
     how = {(True, True): "full", (True, False): "left", (False, True): "right", (False, False): "inner"}[
         (BY_SOURCE in groups, NOT_MATCHED in groups)]
@@ -171,7 +177,7 @@ def _sides(ctx, node: exp.Merge) -> MergeSides:
     if s_alias.lower() == t_alias.lower():
         raise ctx.error(f"MERGE target and source are both called '{t_alias}': give one of them an alias", using)
     _unqualify_db(node, target_node, t_alias)
-    return MergeSides(table, t_alias, s_alias, table.snapshot(ctx.spark), _read(ctx, query, using, "its source"))
+    return MergeSides(table, t_alias, s_alias, _read(ctx, query, using, "its source"))
 
 
 def _source_query(ctx, using: exp.Expression | None) -> tuple[exp.Expression, str]:

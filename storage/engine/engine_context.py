@@ -133,12 +133,22 @@ def _arrow_schema(schema) -> pa.Schema:
 
 def engine_for(spark, input_bytes: int, config: HoodieConfig, what: str = "") -> EngineContext:
     """The engine one operation runs on, chosen from the bytes its plan reads (see the module doc)."""
+    return _chosen(spark, input_bytes, EK.LOCAL_MAX_BYTES, "bytes to read", config, what)
+
+
+def engine_for_deletes(spark, files: int, config: HoodieConfig, what: str = "") -> EngineContext:
+    """The engine that deletes `files` files (a clean), chosen by their number (`hoodie.sqlext.engine.local.max.files`):
+    a deletion is one storage request, a Spark job's fixed cost is worth paying only for many of them."""
+    return _chosen(spark, files, EK.LOCAL_MAX_FILES, "files to delete", config, what)
+
+
+def _chosen(spark, size: int, limit_key, unit: str, config: HoodieConfig, what: str) -> EngineContext:
     choice = config.get(EK.ENGINE)
-    limit = int(config.get(EK.LOCAL_MAX_BYTES))
-    if spark is None or choice == LOCAL or (choice == AUTO and input_bytes <= limit):
+    limit = int(config.get(limit_key))
+    if spark is None or choice == LOCAL or (choice == AUTO and size <= limit):
         engine: EngineContext = LocalEngineContext()
     else:
         engine = SparkEngineContext(spark)
-    log.debug("%s: %d bytes to read, runs on %s (%s=%s, local up to %d bytes)", what or "operation", input_bytes,
-              engine.name, EK.ENGINE.key, choice, limit)
+    log.debug("%s: %d %s, runs on %s (%s=%s, local up to %d)", what or "operation", size, unit, engine.name,
+              EK.ENGINE.key, choice, limit)
     return engine

@@ -33,6 +33,7 @@ from storage.avro.models import HOODIE_CLEAN_METADATA, HOODIE_CLEANER_PLAN
 from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
+from storage.engine.engine_context import LocalEngineContext, engine_for_deletes
 from storage.exception import HoodieCleanError, HoodieHeartbeatError
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
@@ -217,7 +218,7 @@ def _execute_claimed(spark, meta: HoodieTableMetaClient, config: HoodieConfig, i
 
 def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
                   parallelism: int = CK.PARALLELISM.default, config: HoodieConfig = HoodieConfig()) -> HoodieInstant:
-    """requested -> inflight -> deletes in Spark tasks -> completed `<t>.clean` with HoodieCleanMetadata, under
+    """requested -> inflight -> deletes (`delete_files`) -> completed `<t>.clean` with HoodieCleanMetadata, under
     the table lock of `config` (as Hudi's CleanActionExecutor: the metadata table's deltacommit for the clean
     must not interleave with a concurrent writer's)."""
     timeline = meta.active_timeline
@@ -226,7 +227,7 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
     plan = HoodieCleanerPlan.from_bytes(plan_bytes, meta.base_path)
     inflight = instant if instant.is_inflight else timeline.transition_to_inflight(instant, plan_bytes)
     crash_point("clean.after_inflight")
-    results = delete_files(spark, meta.storage, plan.files_per_partition, parallelism)
+    results = delete_files(spark, meta.storage, plan.files_per_partition, parallelism, config)
     crash_point("clean.after_deletes")
     record = clean_metadata_record(instant.timestamp, int((time.time() - started) * 1000), plan, results)
     completed = complete_action(ActionCompletion(meta, inflight, write_avro_container(HOODIE_CLEAN_METADATA, record),
@@ -238,17 +239,21 @@ def execute_clean(spark, meta: HoodieTableMetaClient, instant: HoodieInstant,
 
 
 def delete_files(spark, storage: HoodieStorage, files_per_partition: dict[str, list[str]],
-                 parallelism: int = CK.PARALLELISM.default) -> dict[str, tuple[list[str], list[str]]]:
-    """Delete the files in Spark tasks, partitions spread over at most `parallelism` tasks; per partition the
-    names deleted (or already gone) and the names that could not be deleted. Without a session (`spark` None:
-    storage-only callers such as a service process without Spark) the driver deletes them itself."""
+                 parallelism: int = CK.PARALLELISM.default,
+                 config: HoodieConfig = HoodieConfig()) -> dict[str, tuple[list[str], list[str]]]:
+    """Delete the files, per partition the names deleted (or already gone) and the names that could not be
+    deleted. A clean of many files deletes them in Spark tasks, partitions spread over at most `parallelism` tasks;
+    a small one (or one without a session: `spark` None) from this process, a partition per thread
+    (storage.engine.engine_context.engine_for_deletes)."""
     groups = [(p, files) for p, files in sorted(files_per_partition.items()) if files]
     results: dict[str, tuple[list[str], list[str]]] = {p: ([], []) for p, _ in groups}
     if not groups:
         return results
     options = storage.options  # how the tasks reach the table (picklable)
-    if spark is None:
-        rows = list(_delete_task(groups, options))
+    engine = engine_for_deletes(spark, sum(len(files) for _, files in groups), config, "clean")
+    if isinstance(engine, LocalEngineContext):
+        rows = [row for rows in engine.map_each(lambda group: list(_delete_task([group], options)), groups)
+                for row in rows]
     else:
         rows = spark.sparkContext.parallelize(groups, min(len(groups), parallelism)) \
             .mapPartitions(lambda it: _delete_task(it, options)).collect()

@@ -33,6 +33,7 @@ from storage.index.index_factory import is_global_index
 from storage.io.request_metrics import RequestTally
 from storage.io.storage import HoodieStorage
 from storage.keygen import KeyGenerator, arrow_keys
+from storage.merge.record_merger import combine_records
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
 from storage.table.fs_view import FileSystemView
 from storage.table.meta_client import SUPPORTED_WRITE_VERSIONS, HoodieTableMetaClient
@@ -262,14 +263,19 @@ class WriteOperation:
 
     def _prepare_local(self, table: pa.Table, settings: TableSettings, schema: pa.Schema,
                        carried: tuple[str, ...]) -> Prepared:
-        """`_prepare` in this process (storage.write.local.prepare): the write tasks combine a key's records."""
+        """`_prepare` in this process (storage.write.local.prepare): the write tasks combine a key's records, or, under
+        a global index (a key's records may name different partitions, so different buckets), the batch is combined
+        before the lookup as the Spark path's dedup does."""
         op = self.operation
         records = local_prepare.key_records(table, settings, op, schema, carried)
+        is_global = is_global_index(self.config)
         combine_by: tuple[str, ...] = ()
         if combine_before_write(self.config, op):
             records, combine_by = local_prepare.with_input_order(records), combine_ordering(settings, schema)
+            if is_global and not self.require_unique_keys:  # a unique batch's repeats are refused below instead
+                records, combine_by = combine_records(records, list(combine_by)), ()
         counts = local_prepare.partition_counts(records, self._checked_ordering(settings), self.require_unique_keys,
-                                                by_partition=bool(settings.partition_fields))
+                                                by_partition=bool(settings.partition_fields) and not is_global)
         return Prepared(settings, schema, records, counts, combine_by=combine_by)
 
     def _checked_ordering(self, settings: TableSettings) -> str | None:

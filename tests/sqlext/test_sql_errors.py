@@ -145,7 +145,7 @@ def test_inserts_are_new_is_decided_from_the_statement(hudi_sql, seeded, stateme
     node = sqlglot.parse_one(statement, read="spark")
     table = HudiTable.load(HudiTableRef("t", "default", path))
     source = hudi_sql.createDataFrame(SOURCE, SRC_SCHEMA)
-    sides = merge_mod.MergeSides(table, "t", "s", table.snapshot(hudi_sql), source)
+    sides = merge_mod.MergeSides(table, "t", "s", source)
     clauses = [merge_mod._clause(Ctx, i, merge_mod.NOT_MATCHED if not w.args.get("matched") else merge_mod.MATCHED,
                                  w, w.args.get("condition"), sides)
                for i, w in enumerate(node.args["whens"].expressions)]

@@ -3,8 +3,8 @@ tagged with the file group holding its key, the workload profile counted, and ea
 Spark path assigns it (updates by file group, inserts by Spark's xxhash64 of the key within their partition's insert
 shares: both engines put the same records together).
 
-The lookup of a non-global BLOOM or SIMPLE index runs per latest base file of the batch's partitions on the engine's
-thread pool, with the same per-file step as the Spark tasks (storage.index.key_lookup.keys_in_file); a bucket index
+The lookup of a BLOOM or SIMPLE index runs per latest base file of the batch's partitions (of every partition, for a
+global one) on the engine's thread pool, with the same per-file step as the Spark tasks (storage.index.key_lookup.keys_in_file); a bucket index
 hashes the keys as its Spark UDF does (storage.index.bucket_identifier)."""
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from storage.write.locate import profile_of_groups
 from storage.write.operation import WriteOperationType
 from storage.write.partitioner import BucketPlan, WorkloadProfile
 from storage.write.table_settings import TableSettings
-from storage.write.task_context import BUCKET_COLUMN, OP_COLUMN
+from storage.write.task_context import BUCKET_COLUMN, OP_COLUMN, OP_DELETE
 
 _ROW = "_hoodie_row"
 
@@ -60,26 +60,35 @@ def tag_location(index: HoodieIndex, records: pa.Table, op: WriteOperationType, 
             return _untagged(bucketed)
         slices = fs_view.latest_file_slices(partitions)
         groups = index.bucket_file_groups([(s.partition_path, s.file_id) for s in slices])
-        located = pa.table({PARTITION_PATH: pa.array([g[0] for g in groups], pa.string()),
+        partition_of_group = pa.array([g[0] for g in groups], pa.string())
+        located = pa.table({PARTITION_PATH: partition_of_group, LOC_PARTITION: partition_of_group,
                             BUCKET_NUMBER: pa.array([g[1] for g in groups], pa.int32()),
                             LOC_FILE_ID: pa.array([g[2] for g in groups], pa.string())})
         return _placed(_joined(bucketed, located, [PARTITION_PATH, BUCKET_NUMBER]), op)
     if not index.requires_tagging(op):
         return _untagged(records)
     matches = _stored_matches(index, records, fs_view, partitions, engine)
+    if index.is_global:
+        return _global_partition_change(_placed(_joined(records, matches, [RECORD_KEY]), op), op,
+                                        index.update_partition_path)
+    matches = matches.append_column(PARTITION_PATH, matches.column(LOC_PARTITION))
     return _placed(_joined(records, matches, [RECORD_KEY, PARTITION_PATH]), op)
 
 
 def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemView, partitions: list[str],
                     engine) -> pa.Table:
-    """(`RECORD_KEY`, `PARTITION_PATH`, `LOC_FILE_ID`) of every key of the batch stored in a latest base file of
-    its partition: each file checked against its partition's distinct keys, by bloom filter then exactly (BLOOM),
-    or exactly (SIMPLE)."""
-    base_files = fs_view.latest_base_files(partitions)
-    keys = records.select([PARTITION_PATH, RECORD_KEY]).group_by(PARTITION_PATH).aggregate(
-        [(RECORD_KEY, "distinct")])
-    candidates = dict(zip(keys[PARTITION_PATH].to_pylist(), _lists(keys[f"{RECORD_KEY}_distinct"])))
-    located = zip(base_files, partition_paths(base_files, fs_view.meta_client.base_path))
+    """(`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`) of every key of the batch stored in a latest base file of
+    its partition (of any partition, for a global index): each file checked against the distinct keys that may be
+    in it, by bloom filter then exactly (BLOOM), or exactly (SIMPLE)."""
+    base_files = fs_view.latest_base_files(None if index.is_global else partitions)
+    located = list(zip(base_files, partition_paths(base_files, fs_view.meta_client.base_path)))
+    if index.is_global:
+        every_key = pc.unique(records.column(RECORD_KEY).combine_chunks())
+        candidates = {partition: every_key for _, partition in located}
+    else:
+        keys = records.select([PARTITION_PATH, RECORD_KEY]).group_by(PARTITION_PATH).aggregate(
+            [(RECORD_KEY, "distinct")])
+        candidates = dict(zip(keys[PARTITION_PATH].to_pylist(), _lists(keys[f"{RECORD_KEY}_distinct"])))
     jobs = [(bf, partition) for bf, partition in located if partition in candidates]
     jobs.sort(key=lambda job: -job[0].size)  # largest first: the pool's tasks end together
     probe_bloom = isinstance(index, HoodieBloomIndex)
@@ -88,12 +97,12 @@ def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemVi
         bf, partition = job
         found = keys_in_file(bf.path, candidates[partition], index.storage_options, probe_bloom=probe_bloom)
         return pa.table({RECORD_KEY: found.cast(pa.string()),
-                         PARTITION_PATH: constant_array(partition, len(found), pa.string()),
+                         LOC_PARTITION: constant_array(partition, len(found), pa.string()),
                          LOC_FILE_ID: constant_array(bf.file_id, len(found), pa.string())})
 
     found = [t for t in engine.map_each(lookup, jobs) if t.num_rows]
     if not found:
-        return pa.table({RECORD_KEY: pa.array([], pa.string()), PARTITION_PATH: pa.array([], pa.string()),
+        return pa.table({RECORD_KEY: pa.array([], pa.string()), LOC_PARTITION: pa.array([], pa.string()),
                          LOC_FILE_ID: pa.array([], pa.string())})
     return pa.concat_tables(found)
 
@@ -107,15 +116,13 @@ def _lists(column: pa.ChunkedArray) -> list[pa.Array]:
 
 
 def _joined(records: pa.Table, located: pa.Table, on: list[str]) -> pa.Table:
-    """`records` left-joined with `located` (`on` plus `LOC_FILE_ID`), in the records' order, with `LOC_PARTITION`
-    set where a location was found. The join runs on the key columns alone (Arrow's join carries no nested
-    columns); a key located twice (a key stored in two files of its partition) repeats its record, as Spark's
-    join does."""
-    joined = _row_join(records, located.select(on + [LOC_FILE_ID]), on, "left outer").sort_by(_ROW)
+    """`records` left-joined with `located` (`on` plus `LOC_FILE_ID` and `LOC_PARTITION`), in the records' order.
+    The join runs on the key columns alone (Arrow's join carries no nested columns); a key located twice (a key
+    stored in two files) repeats its record, as Spark's join does."""
+    joined = _row_join(records, located.select(on + [LOC_FILE_ID, LOC_PARTITION]), on, "left outer").sort_by(_ROW)
     out = records.take(joined.column(_ROW))
-    file_ids = joined.column(LOC_FILE_ID)
-    partitions = pc.if_else(pc.is_valid(file_ids), out.column(PARTITION_PATH), pa.scalar(None, pa.string()))
-    return out.append_column(LOC_FILE_ID, file_ids).append_column(LOC_PARTITION, partitions)
+    return out.append_column(LOC_FILE_ID, joined.column(LOC_FILE_ID)).append_column(
+        LOC_PARTITION, joined.column(LOC_PARTITION))
 
 
 def _row_join(records: pa.Table, located: pa.Table, on: list[str], join_type: str) -> pa.Table:
@@ -131,12 +138,34 @@ def _untagged(records: pa.Table) -> pa.Table:
 
 
 def _placed(tagged: pa.Table, op: WriteOperationType) -> pa.Table:
-    """A delete keeps the keys found, in their stored partition (non-global indexes only reach this engine)."""
+    """A delete keeps the keys found, in their stored partition."""
     if op is not WriteOperationType.DELETE:
         return tagged
     found = tagged.filter(pc.is_valid(tagged.column(LOC_FILE_ID)))
-    return found.set_column(found.schema.get_field_index(PARTITION_PATH), PARTITION_PATH,
-                            found.column(LOC_PARTITION))
+    return _set(found, PARTITION_PATH, found.column(LOC_PARTITION))
+
+
+def _global_partition_change(tagged: pa.Table, op: WriteOperationType, update_partition_path: bool) -> pa.Table:
+    """A record of a global index found in another partition (storage.write.locate's `_global_partition_change`):
+    moved there (a delete in its old file group, an insert in the new partition) or kept in its stored partition,
+    as `update_partition_path` says."""
+    moved = pc.fill_null(pc.not_equal(tagged.column(LOC_PARTITION), tagged.column(PARTITION_PATH)), False)
+    if op is WriteOperationType.DELETE or not pc.any(moved).as_py():
+        return tagged
+    if not update_partition_path:
+        return _set(tagged, PARTITION_PATH, pc.if_else(moved, tagged.column(LOC_PARTITION),
+                                                       tagged.column(PARTITION_PATH)))
+    old = tagged.filter(moved)
+    old = _set(_set(old, PARTITION_PATH, old.column(LOC_PARTITION)), OP_COLUMN,
+               constant_array(OP_DELETE, old.num_rows, tagged.schema.field(OP_COLUMN).type))
+    nulls = pa.scalar(None, pa.string())
+    new = _set(_set(tagged, LOC_FILE_ID, pc.if_else(moved, nulls, tagged.column(LOC_FILE_ID))),
+               LOC_PARTITION, pc.if_else(moved, nulls, tagged.column(LOC_PARTITION)))
+    return pa.concat_tables([new, old])
+
+
+def _set(table: pa.Table, name: str, column) -> pa.Table:
+    return table.set_column(table.schema.get_field_index(name), name, column)
 
 
 def workload_profile(tagged: pa.Table) -> WorkloadProfile:

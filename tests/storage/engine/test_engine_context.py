@@ -19,6 +19,7 @@ from storage.engine.engine_context import (  # noqa: E402
     LocalEngineContext,
     SparkEngineContext,
     engine_for,
+    engine_for_deletes,
 )
 from storage.table.fs_view import FileSystemView  # noqa: E402
 from storage.table.meta_client import HoodieTableMetaClient  # noqa: E402
@@ -57,6 +58,15 @@ def test_engine_choice(spark):
     assert engine_for(spark, 2048, HoodieConfig.of({"hoodie.sqlext.engine.local.max.bytes": "1000"})).name == SPARK
     with pytest.raises(Exception, match="hoodie.sqlext.engine"):
         engine_for(spark, small, HoodieConfig.of({"hoodie.sqlext.engine": "flink"}))
+
+
+def test_delete_engine_choice_counts_files(spark):
+    """A clean's deletes: in process up to hoodie.sqlext.engine.local.max.files files, else Spark tasks."""
+    assert engine_for_deletes(spark, 1000, HoodieConfig()).name == LOCAL
+    assert engine_for_deletes(spark, 1001, HoodieConfig()).name == SPARK
+    assert engine_for_deletes(None, 10 ** 6, HoodieConfig()).name == LOCAL
+    assert engine_for_deletes(spark, 3, HoodieConfig.of({"hoodie.sqlext.engine": "SPARK"})).name == SPARK
+    assert engine_for_deletes(spark, 3, HoodieConfig.of({"hoodie.sqlext.engine.local.max.files": "2"})).name == SPARK
 
 
 def _layout(path) -> list[tuple]:

@@ -18,11 +18,13 @@ from storage.table_service.savepoint import create_savepoint
 OFF = {"hoodie.clean.automatic": "false", "hoodie.archive.automatic": "false"}
 
 
-def test_keep_latest_commits_inline(spark, tmp_path):
+@pytest.mark.parametrize("engine", ["AUTO", "SPARK"])  # the deletes from this process (a small clean), in Spark tasks
+def test_keep_latest_commits_inline(spark, tmp_path, engine):
     """Every commit rewrites both file groups; with 2 commits retained each group keeps its latest version and
     the version before the earliest retained commit: 3 versions, the older ones are deleted."""
     path = tmp_path / "t"
-    opts = options("t", **{"hoodie.cleaner.commits.retained": 2, "hoodie.keep.min.commits": 20})
+    opts = options("t", **{"hoodie.cleaner.commits.retained": 2, "hoodie.keep.min.commits": 20,
+                           "hoodie.sqlext.engine": engine})
     state = write_commits(spark, path, opts, range(6))
     assert sorted(versions_per_group(path).values()) == [3, 3]
     meta = HoodieTableMetaClient.load(str(path))

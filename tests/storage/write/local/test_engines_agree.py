@@ -29,13 +29,16 @@ def _batch(ids, ts, name="v", dt=None) -> pa.Table:
 
 
 # (operation, batch): a load, upserts with repeated keys in the batch (the greatest ts wins, then the later row),
-# plain inserts, and deletes of stored and unknown keys
+# plain inserts, deletes of stored and unknown keys, stored keys sent to another partition (a global index moves
+# them) and one key sent to two partitions in one batch (a global index keeps the greater ts)
 BATCHES = [
     ("bulk_insert", _batch(range(40), 1)),
     ("upsert", pa.concat_tables([_batch(range(30, 60), 2, "u"), _batch([31, 45], 3, "w"), _batch([31], 2, "x")])),
     ("insert", _batch(range(100, 110), 4, "i")),
     ("delete", _batch([1, 2, 33, 105, 999], 5)),
     ("upsert", _batch(list(range(0, 12)) + [200, 201], 6, "z")),
+    ("upsert", _batch([3, 4, 300], 7, "m", dt="2024-01-09")),
+    ("upsert", pa.concat_tables([_batch([5], 9, "b", dt="2024-01-08"), _batch([5], 8, "a", dt="2024-01-07")])),
 ]
 
 
@@ -72,7 +75,8 @@ def _counts(metadata) -> dict[str, tuple]:
 
 
 @pytest.mark.parametrize("table_type,index", [("COPY_ON_WRITE", "BLOOM"), ("MERGE_ON_READ", "BLOOM"),
-                                              ("COPY_ON_WRITE", "SIMPLE"), ("MERGE_ON_READ", "BUCKET")])
+                                              ("COPY_ON_WRITE", "SIMPLE"), ("MERGE_ON_READ", "BUCKET"),
+                                              ("COPY_ON_WRITE", "GLOBAL_SIMPLE"), ("COPY_ON_WRITE", "GLOBAL_BLOOM")])
 def test_both_engines_write_the_same_table(spark, tmp_path, table_type, index):
     results = {}
     for engine in ("SPARK", "LOCAL"):
@@ -83,8 +87,13 @@ def test_both_engines_write_the_same_table(spark, tmp_path, table_type, index):
     spark_rows, spark_shape, spark_commits = results["SPARK"]
     local_rows, local_shape, local_commits = results["LOCAL"]
     assert local_rows == spark_rows
-    assert len(spark_rows) == 40 + 20 + 10 - 4 + 2 + 2  # 1 and 2 deleted, then upserted again
+    # 1 and 2 deleted, then upserted again; a global index moves 3, 4 and 5 (one record each) where a per-partition
+    # one writes them again in each new partition
+    moved = index.startswith("GLOBAL_")
+    assert len(spark_rows) == 40 + 20 + 10 - 4 + 2 + 2 + (1 if moved else 3 + 2)
     assert (("id", 31), ("name", "w31"), ("ts", 3), ("dt", "2024-01-02")) in spark_rows  # the greatest ts won
+    assert (("id", 5), ("name", "b5"), ("ts", 9), ("dt", "2024-01-08")) in spark_rows
+    assert ((("id", 5), ("name", "a5"), ("ts", 8), ("dt", "2024-01-07")) in spark_rows) == (not moved)
     assert local_shape == spark_shape
     assert local_commits == spark_commits
 
@@ -108,7 +117,7 @@ def _instants(path: str) -> list[str]:
 
 @pytest.mark.parametrize("options,message", [
     ({"hoodie.sqlext.engine.local.max.bytes": "100"}, "hoodie.sqlext.engine.local.max.bytes=100"),
-    ({"hoodie.index.type": "GLOBAL_BLOOM"}, "hoodie.index.type=GLOBAL_BLOOM"),
+    ({"hoodie.index.type": "RECORD_INDEX"}, "hoodie.index.type=RECORD_INDEX"),
 ])
 def test_a_forced_in_process_write_it_cannot_run_is_refused_with_the_table_unchanged(spark, tmp_path, options,
                                                                                   message):
