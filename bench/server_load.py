@@ -78,8 +78,9 @@ class RssMonitor:
         self._thread.join()
 
 
-def start_server(warehouse: Path, log_path: Path) -> tuple[subprocess.Popen, int]:
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+def start_server(warehouse: Path, log_path: Path, code: str | None = None) -> tuple[subprocess.Popen, int]:
+    """`sqlext serve` of `warehouse` from this checkout (or from the checkout `code`), and its binary port."""
+    env = {**os.environ, "PYTHONPATH": str(Path(code).resolve() if code else Path(__file__).resolve().parents[1])}
     cmd = [sys.executable, "-m", "sqlext.cli", "serve", "--port", "0", "--http-port", "none", "--metastore", "none",
            "--warehouse", str(warehouse), "--master", "local[2]", "--conf", "spark.ui.enabled=false",
            "--conf", "spark.driver.memory=2g", "--conf", "spark.sql.shuffle.partitions=2"]

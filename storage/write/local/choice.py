@@ -1,9 +1,9 @@
 """Which engine runs a write (`hoodie.sqlext.engine`): the in-process one for a small input that it supports, Spark
 otherwise. Decided before any Spark job, from the input's size (storage.write.local.input.estimated_bytes) and
-what the write needs: the in-process engine runs upserts, inserts, deletes and bulk inserts with the BLOOM, SIMPLE
-and BUCKET indexes and, on copy-on-write tables, GLOBAL_BLOOM and GLOBAL_SIMPLE (on merge-on-read a global lookup
-reads the merged file slices: storage.write.locate), on tables with meta fields, keyed by generators Arrow spells
-(storage.keygen.arrow_keys). A forced LOCAL write it cannot run, or whose input exceeds
+what the write needs: the in-process engine runs upserts, inserts, deletes, bulk inserts and insert overwrites
+with the BLOOM, SIMPLE and BUCKET indexes and, on copy-on-write tables, GLOBAL_BLOOM and GLOBAL_SIMPLE (on
+merge-on-read a global lookup reads the merged file slices: storage.write.locate), on tables with meta fields, keyed
+by generators Arrow spells (storage.keygen.arrow_keys). A forced LOCAL write it cannot run, or whose input exceeds
 `hoodie.sqlext.engine.local.max.bytes`, is refused before anything is written."""
 from __future__ import annotations
 
@@ -27,7 +27,8 @@ from storage.write.table_settings import TableSettings
 log = logging.getLogger(__name__)
 
 _OPERATIONS = (WriteOperationType.UPSERT, WriteOperationType.INSERT, WriteOperationType.DELETE,
-               WriteOperationType.BULK_INSERT)
+               WriteOperationType.BULK_INSERT, WriteOperationType.INSERT_OVERWRITE,
+               WriteOperationType.INSERT_OVERWRITE_TABLE)
 _INDEXES = ("BLOOM", "SIMPLE", "BUCKET", "GLOBAL_BLOOM", "GLOBAL_SIMPLE")
 
 

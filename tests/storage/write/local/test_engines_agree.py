@@ -98,6 +98,28 @@ def test_both_engines_write_the_same_table(spark, tmp_path, table_type, index):
     assert local_commits == spark_commits
 
 
+@pytest.mark.parametrize("table_type", ["COPY_ON_WRITE", "MERGE_ON_READ"])
+def test_both_engines_overwrite_the_same_way(spark, tmp_path, table_type):
+    """insert_overwrite replaces the file groups of the batch's partitions, insert_overwrite_table every one."""
+    batches = [("bulk_insert", _batch(range(30), 1)), ("upsert", _batch(range(25, 35), 2, "u")),
+               ("insert_overwrite", _batch([3, 6, 500], 3, "o")),  # partitions 2024-01-01 and -03
+               ("insert_overwrite_table", _batch([600, 601], 4, "t", dt="2024-01-05"))]
+    results = {}
+    for engine in ("SPARK", "LOCAL"):
+        path = str(tmp_path / engine)
+        rows, replaced = [], []
+        for op, batch in batches:
+            metadata = _write(spark, path, _options(table_type, "BLOOM", engine), op, batch)
+            replaced.append({p: len(ids) for p, ids in (metadata.partitionToReplaceFileIds or {}).items()})
+            rows.append(arrow_rows(hudi_rs_read(path), COLS))
+        results[engine] = (rows, replaced, _shape(path))
+    assert results["LOCAL"] == results["SPARK"]
+    rows, replaced, _ = results["LOCAL"]
+    assert sorted(dict(r)["id"] for r in rows[2]) == sorted([3, 6, 500] + [i for i in range(35) if i % 3 == 1])
+    assert sorted(replaced[2]) == ["2024-01-01", "2024-01-03"] and not replaced[1]
+    assert sorted(dict(r)["id"] for r in rows[3]) == [600, 601]
+
+
 def test_auto_runs_small_writes_in_process_and_large_ones_on_spark(spark, tmp_path, caplog):
     path = str(tmp_path / "t")
     opts = _options("COPY_ON_WRITE", "BLOOM", "AUTO")
