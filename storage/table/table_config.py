@@ -5,6 +5,8 @@ then delete the backup. A reader that finds the main file missing or empty recov
 """
 from __future__ import annotations
 
+import functools
+
 import logging
 import zlib
 from dataclasses import dataclass, field
@@ -145,12 +147,23 @@ def _read_nonempty(storage: HoodieStorage, path: str) -> dict[str, str] | None:
     if not storage.exists(path):
         return None
     try:
-        props = parse_properties(storage.read_text(path))
-    except (UnicodeDecodeError, ValueError) as exc:
+        text = storage.read_text(path)
+    except UnicodeDecodeError as exc:
+        raise HoodieCorruptedMetadataError(f"{path} is damaged: {exc}") from None
+    return dict(_checked_properties(path, text)) or None
+
+
+@functools.lru_cache(maxsize=64)
+def _checked_properties(path: str, text: str) -> tuple[tuple[str, str], ...]:
+    """The parsed, checksum-checked properties of one file content: a write reloads its table's unchanged file a
+    dozen times, and parsing costs far more than reading it. Keyed by the content itself (a failure is not kept)."""
+    try:
+        props = parse_properties(text)
+    except ValueError as exc:
         raise HoodieCorruptedMetadataError(f"{path} is damaged: {exc}") from None
     if props:
         _check_checksum(path, props)
-    return props or None
+    return tuple(props.items())
 
 
 def _check_checksum(path: str, props: Mapping[str, str]) -> None:
