@@ -17,6 +17,7 @@ import logging
 from dataclasses import dataclass
 
 from pyspark.sql import DataFrame
+from pyspark.sql.types import AtomicType
 from pyspark.sql import functions as F
 from sqlglot import exp
 
@@ -52,6 +53,11 @@ def same_sql(node: exp.Expression | None) -> str | None:
         ident.set("quoted", False)
         ident.set("this", ident.name.lower())
     return copy.sql(dialect="spark")
+
+
+def _same(a: exp.Expression, b: exp.Expression) -> bool:
+    """`same_sql(a) == same_sql(b)`, without generating SQL when the two are the same tree (SET * and INSERT *)."""
+    return a is b or a == b or same_sql(a) == same_sql(b)
 
 
 def key_equalities(on: exp.Expression, t_alias: str, s_alias: str,
@@ -122,9 +128,9 @@ def plan_key_merge(table: HudiTable, t_alias: str, s_alias: str, on: exp.Express
         lowered = {c.lower(): v for c, v in values.items()}
         if set(lowered) != columns or not all(_source_only(v, s_alias) for v in lowered.values()):
             return None
-    if any(same_sql(update[c]) != same_sql(insert[c]) for c in table.columns):
+    if any(not _same(update[c], insert[c]) for c in table.columns):
         return None  # a matched row would not be written as the same record an unmatched one is
-    if any(same_sql(update[c]) != same_sql(on_pairs[c.lower()]) for c in table.columns if c.lower() in on_pairs):
+    if any(not _same(update[c], on_pairs[c.lower()]) for c in table.columns if c.lower() in on_pairs):
         return None  # the written key is not the one ON matched on
     return KeyMerge(UPSERT, dict(update), global_lookup)
 
@@ -176,11 +182,19 @@ def _frame(ctx, table: HudiTable, source: DataFrame, s_alias: str, km: KeyMerge)
         if column.lower() in matched and dtype != want and not _widens(dtype, want):
             return None
         check_assignment(ctx, dtype, column, want, value, table.name)
-        cols.append((F.expr(sql) if dtype == want else F.expr(sql).cast(want)).alias(column))
+        cols.append((sql, None if dtype == want else want, column))
     if km.operation == DELETE:  # the partition path of a global delete comes from the index, not the batch
-        cols += [F.lit(None).cast(table.field(p).dataType).alias(p) for p in table.partition_fields
-                 if p not in km.values]
-    return aliased.select(*cols)
+        cols += [("NULL", table.field(p).dataType, p) for p in table.partition_fields if p not in km.values]
+    if all(want is None or isinstance(want, AtomicType) for _, want, _ in cols):
+        # one call: the projection parsed in the JVM (a Column per value costs a round trip each)
+        return aliased.selectExpr(*[f"{_cast_sql(sql, want)} AS `{name.replace('`', '``')}`"
+                                    for sql, want, name in cols])
+    return aliased.select(*[(F.expr(sql) if want is None else F.expr(sql).cast(want)).alias(name)
+                            for sql, want, name in cols])
+
+
+def _cast_sql(sql: str, want) -> str:
+    return sql if want is None else f"CAST({sql} AS {want.simpleString()})"
 
 
 def _column_types(source: DataFrame, s_alias: str, values) -> list | None:

@@ -4,8 +4,9 @@ Spark path assigns it (updates by file group, inserts by Spark's xxhash64 of the
 shares: both engines put the same records together).
 
 The lookup of a BLOOM or SIMPLE index runs per latest base file of the batch's partitions (of every partition, for a
-global one) on the engine's thread pool, with the same per-file step as the Spark tasks (storage.index.key_lookup.keys_in_file); a bucket index
-hashes the keys as its Spark UDF does (storage.index.bucket_identifier)."""
+global one) on the engine's thread pool, with the same per-file step as the Spark tasks
+(storage.index.key_lookup.keys_in_file); a bucket index hashes the keys as its Spark UDF does
+(storage.index.bucket_identifier)."""
 from __future__ import annotations
 
 import numpy as np
