@@ -10,7 +10,10 @@ cannot be parsed, is not used: every candidate key of that file goes to the exac
 """
 from __future__ import annotations
 
+import copy
 import logging
+import threading
+from collections import OrderedDict
 from typing import Optional
 
 import pyarrow as pa
@@ -32,8 +35,31 @@ def footer_key_range(path: str, options: StorageOptions) -> tuple[Optional[str],
     return footer.footer_key_range(parquet_file(HoodieStorage.for_path(path, options), path).metadata)
 
 
+_DECODED = 16  # footer filters kept decoded per process (each up to ~1 MB)
+_decoded: OrderedDict[tuple, Optional[BloomFilter]] = OrderedDict()
+_decoded_lock = threading.Lock()
+
+
 def trusted_bloom_filter(metadata: pq.FileMetaData, path: str) -> Optional[BloomFilter]:
-    """The footer's bloom filter, or None when there is none or it is not to be trusted (see module doc)."""
+    """The footer's bloom filter (the caller's own copy: it may add keys to it), or None when there is none or it
+    is not to be trusted (see module doc). A write decodes a file's filter twice, for the lookup and for the file
+    that replaces it, and decoding is most of the cost: the last few are kept decoded, keyed by path and footer (a
+    base file is never rewritten in place, except by the bloom repair, whose new footer differs in size)."""
+    key = (path, metadata.serialized_size, metadata.num_rows)
+    with _decoded_lock:
+        if key in _decoded:
+            _decoded.move_to_end(key)
+            kept = _decoded[key]
+            return copy.deepcopy(kept) if kept is not None else None
+    bloom = _trusted_bloom_filter(metadata, path)
+    with _decoded_lock:
+        _decoded[key] = copy.deepcopy(bloom) if bloom is not None else None
+        while len(_decoded) > _DECODED:
+            _decoded.popitem(last=False)
+    return bloom
+
+
+def _trusted_bloom_filter(metadata: pq.FileMetaData, path: str) -> Optional[BloomFilter]:
     try:
         bloom = footer_bloom_filter(metadata)
     except (ValueError, NotImplementedError) as exc:
