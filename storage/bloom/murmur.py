@@ -132,6 +132,9 @@ def key_buffers(keys: KeysLike) -> tuple[np.ndarray, np.ndarray]:
     else:
         offsets = np.frombuffer(offsets_buf, dtype=offset_type)[arr.offset:arr.offset + n + 1].astype(np.int64)
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.zeros(0, dtype=np.uint8)
+    if n and (offsets[0] or offsets[-1] < data.size):  # a slice: only its own bytes (the hashing copies them)
+        data = data[offsets[0]:offsets[-1]]
+        offsets = offsets - offsets[0]
     return offsets, data
 
 
