@@ -219,14 +219,18 @@ def _place_inserts(placement: np.ndarray, tagged: pa.Table, ranges: dict[str, li
     inserts = np.flatnonzero(tagged.column(LOC_FILE_ID).is_null().to_numpy(zero_copy_only=False))
     if not inserts.size or not ranges:
         return
-    rows = tagged.select([PARTITION_PATH, RECORD_KEY]).take(pa.array(inserts))
+    rows = tagged.select([PARTITION_PATH, RECORD_KEY])
+    if inserts.size < tagged.num_rows:  # a bulk insert's are all of them: no copy
+        rows = rows.take(pa.array(inserts))
     encoded = rows.column(PARTITION_PATH).combine_chunks().dictionary_encode()
     codes = encoded.indices.to_numpy(zero_copy_only=False)
+    by_code = np.argsort(codes, kind="stable")  # each partition's rows, one contiguous run
+    bounds = np.concatenate([[0], np.cumsum(np.bincount(codes, minlength=len(encoded.dictionary)))])
     for code, partition in enumerate(encoded.dictionary.to_pylist()):
         shares = contiguous_shares(ranges.get(partition, []))
         if not shares:
             continue
-        mine = np.flatnonzero(codes == code)
+        mine = by_code[bounds[code]:bounds[code + 1]]
         buckets = np.array([placement_of_bucket[b] for _, _, b in shares], dtype=np.int32)
         if len(shares) == 1:  # one share takes all: no hash needed
             placement[inserts[mine]] = buckets[0]
