@@ -18,17 +18,22 @@ from __future__ import annotations
 
 import logging
 
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
+from storage.config import EngineConfigKeys as EK
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
+from storage.engine.engine_context import SPARK
 from storage.index.hoodie_index import LOC_FILE_ID, LOC_PARTITION, file_id_of_file_name
 from storage.meta_fields import FILE_NAME, IS_DELETED, PARTITION_PATH
 from storage.client.write_client import write_dataframe
+from storage.write.local.input import estimated_bytes
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +66,16 @@ def apply_changes(ctx, table: HudiTable, changes: DataFrame, node, verb: str,
     is_write = F.col(KIND) != F.lit(DELETE)
     identity = F.when(is_write, table.identity(opts)).otherwise(F.col(ROWID))
     staged = (changes.withColumn(_ID, identity)
-              .withColumn(_FRESH, is_write & (F.col(ROWID).isNull() | ~F.col(_ID).eqNullSafe(F.col(ROWID))))
-              .persist(StorageLevel.MEMORY_AND_DISK))
-    try:
+              .withColumn(_FRESH, is_write & (F.col(ROWID).isNull() | ~F.col(_ID).eqNullSafe(F.col(ROWID)))))
+    held = _held_in_process(staged, opts)
+    if held is not None:  # read once by one job; the counts and the write's input need no other
+        stats = _kind_stats(held)
+        staged = ctx.spark.createDataFrame(held, schema=staged.schema) if held.num_rows else staged
+    else:
+        staged = staged.persist(StorageLevel.MEMORY_AND_DISK)
         stats = {r[0]: (r[1], r[2] or 0) for r in
                  staged.groupBy(KIND).agg(F.count(F.lit(1)), F.sum(F.col(_FRESH).cast("long"))).collect()}
+    try:
         counts = DmlCounts(inserted=stats.get(INSERT, (0, 0))[0], updated=stats.get(UPDATE, (0, 0))[0],
                            deleted=stats.get(DELETE, (0, 0))[0])
         if counts.affected == 0:
@@ -84,6 +94,25 @@ def apply_changes(ctx, table: HudiTable, changes: DataFrame, node, verb: str,
         return counts
     finally:
         staged.unpersist()
+
+
+def _held_in_process(staged: DataFrame, opts: dict) -> pa.Table | None:
+    """The statement's change rows collected into this process (one Spark job) when the write runs here anyway: the
+    plan's estimate of them (the target's scan, whatever the filter keeps) is within what the in-process engine
+    takes (`hoodie.sqlext.engine`, storage.write.local.choice); else None, and Spark keeps them."""
+    config = HoodieConfig.of(opts)
+    if config.get(EK.ENGINE) == SPARK or estimated_bytes(staged) > int(config.get(EK.LOCAL_MAX_BYTES)):
+        return None
+    return staged.toArrow()
+
+
+def _kind_stats(held: pa.Table) -> dict[str, tuple[int, int]]:
+    """{kind: (rows, rows given a new identity)} of collected change rows (the Spark path's groupBy, in Arrow)."""
+    fresh = pc.fill_null(held.column(_FRESH), False).cast(pa.int64())
+    grouped = pa.table({KIND: held.column(KIND), _FRESH: fresh}).group_by(KIND).aggregate(
+        [([], "count_all"), (_FRESH, "sum")])
+    return {kind: (rows, moved or 0) for kind, rows, moved in
+            zip(grouped[KIND].to_pylist(), grouped["count_all"].to_pylist(), grouped[f"{_FRESH}_sum"].to_pylist())}
 
 
 def _check_rules(ctx, staged: DataFrame, table: HudiTable, opts: dict, node, verb: str, fresh: int,

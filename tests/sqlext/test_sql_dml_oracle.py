@@ -82,6 +82,21 @@ def test_same_final_rows_as_duckdb(hudi_sql, seeded, case):
         assert theirs == rows([dict(zip(COLUMNS, r)) for r in got_rows], list(COLUMNS))
 
 
+@pytest.mark.parametrize("case", ["conditional_clauses_two_deletes", "update_where", "delete_where"])
+def test_same_final_rows_as_duckdb_with_spark_holding_the_changes(hudi_sql, seeded, case):
+    """A statement over a small table collects its change rows into the driver (then writes them in process);
+    forced onto Spark they stay there (persisted, counted and written by Spark jobs): the same final rows."""
+    source, statement = CASES[case]
+    seeded("t")
+    want_rows, want_affected = _duck(statement, source)
+    hudi_sql.conf.set("hoodie.sqlext.engine", "SPARK")
+    try:
+        got_rows, got_affected = _ours(hudi_sql, statement, source)
+    finally:
+        hudi_sql.conf.unset("hoodie.sqlext.engine")
+    assert (got_rows, got_affected) == (want_rows, want_affected)
+
+
 def test_cardinality_violation_fails_and_writes_nothing(hudi_sql, seeded):
     """A target row matched by two source rows is the SQL standard's cardinality violation (Spark's and Delta's
     MERGE fail too). DuckDB is no oracle here: from 1.4 on it updates with one of the matches and goes on."""
