@@ -21,6 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.measure import save_result
 from bench.server_load import connect, start_server
 
 log = logging.getLogger("bench.server_dml")
@@ -84,11 +85,7 @@ def main(argv=None) -> None:
         proc.wait(timeout=60)
         shutil.rmtree(work, ignore_errors=True)
     print(json.dumps(report, indent=1))
-    os.makedirs(args.results, exist_ok=True)
-    out = os.path.join(args.results, time.strftime("server-dml-%Y%m%dT%H%M%SZ.json", time.gmtime()))
-    with open(out, "w") as f:
-        json.dump(report, f, indent=1)
-    log.info("wrote %s", out)
+    log.info("wrote %s", save_result(report, args.results, "server-dml"))
 
 
 if __name__ == "__main__":

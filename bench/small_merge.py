@@ -46,6 +46,7 @@ def main() -> None:
     import deltalake
 
     import sqlext
+    from bench.measure import save_result
     from bench.engines.ours import OursDataFrame, SparkInput
     from bench.workloads import DataSet
 
@@ -89,11 +90,7 @@ def main() -> None:
                       s / d for s, d in zip(times["sql_merge"][1:], times["dataframe_upsert"][1:])), 2),
                   "times_s": {k: [round(x, 4) for x in v] for k, v in times.items()}}
         print(json.dumps(report, indent=1))
-        os.makedirs(args.results, exist_ok=True)
-        out = os.path.join(args.results, time.strftime("small-merge-%Y%m%dT%H%M%SZ.json", time.gmtime()))
-        with open(out, "w") as f:
-            json.dump(report, f, indent=1)
-        log.info("wrote %s", out)
+        log.info("wrote %s", save_result(report, args.results, "small-merge"))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
