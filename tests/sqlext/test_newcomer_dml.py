@@ -6,6 +6,8 @@
   and writing nothing."""
 from __future__ import annotations
 
+import os
+
 import re
 
 import pytest
@@ -186,9 +188,13 @@ def test_update_of_a_partition_field_is_refused_unless_the_index_moves_records(h
 
 @pytest.mark.parametrize("index", ["GLOBAL_BLOOM", "GLOBAL_SIMPLE"])
 def test_update_of_a_partition_field_with_a_global_index_moves_the_row(hudi_sql, warehouse, index):
-    _table(hudi_sql, warehouse, f", 'hoodie.index.type' = '{index}'")
+    path = _table(hudi_sql, warehouse, f", 'hoodie.index.type' = '{index}'")
     rows = _same_as_duckdb(hudi_sql, "UPDATE t SET dt = 'p9', ts = ts + 1 WHERE id IN (1, 3)")
     assert {r[0] for r in rows if r[4] == "p9"} == {1, 3}
+    # moved, not rewritten in place: each row's file lies in its partition's directory
+    stored = hudi_sql.sql("SELECT dt, _hoodie_partition_path, _hoodie_file_name FROM t").collect()
+    assert all(r._hoodie_partition_path == f"dt={r.dt}" and os.path.exists(f"{path}/dt={r.dt}/{r._hoodie_file_name}")
+               for r in stored)
 
 
 MERGE_REFUSED = [

@@ -52,7 +52,7 @@ def tag_location(index: HoodieIndex, records: pa.Table, op: WriteOperationType, 
     LocalEngineContext whose threads look the keys up in the files."""
     if known_locations:
         if index.looks_up_stored_keys and index.requires_tagging(op):
-            return _placed(records, op)
+            return _placed(records, op, index)
         records = records.drop_columns(list(LOCATION_COLUMNS))
     if isinstance(index, HoodieSimpleBucketIndex):
         bucketed = records.append_column(BUCKET_NUMBER, pa.array(bucket_ids(
@@ -65,15 +65,14 @@ def tag_location(index: HoodieIndex, records: pa.Table, op: WriteOperationType, 
         located = pa.table({PARTITION_PATH: partition_of_group, LOC_PARTITION: partition_of_group,
                             BUCKET_NUMBER: pa.array([g[1] for g in groups], pa.int32()),
                             LOC_FILE_ID: pa.array([g[2] for g in groups], pa.string())})
-        return _placed(_joined(bucketed, located, [PARTITION_PATH, BUCKET_NUMBER]), op)
+        return _placed(_joined(bucketed, located, [PARTITION_PATH, BUCKET_NUMBER]), op, index)
     if not index.requires_tagging(op):
         return _untagged(records)
     matches = _stored_matches(index, records, fs_view, partitions, engine)
     if index.is_global:
-        return _global_partition_change(_placed(_joined(records, matches, [RECORD_KEY]), op), op,
-                                        index.update_partition_path)
+        return _placed(_joined(records, matches, [RECORD_KEY]), op, index)
     matches = matches.append_column(PARTITION_PATH, matches.column(LOC_PARTITION))
-    return _placed(_joined(records, matches, [RECORD_KEY, PARTITION_PATH]), op)
+    return _placed(_joined(records, matches, [RECORD_KEY, PARTITION_PATH]), op, index)
 
 
 def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemView, partitions: list[str],
@@ -138,20 +137,22 @@ def _untagged(records: pa.Table) -> pa.Table:
     return records.append_column(LOC_FILE_ID, nulls).append_column(LOC_PARTITION, nulls)
 
 
-def _placed(tagged: pa.Table, op: WriteOperationType) -> pa.Table:
-    """A delete keeps the keys found, in their stored partition."""
-    if op is not WriteOperationType.DELETE:
-        return tagged
-    found = tagged.filter(pc.is_valid(tagged.column(LOC_FILE_ID)))
-    return _set(found, PARTITION_PATH, found.column(LOC_PARTITION))
+def _placed(tagged: pa.Table, op: WriteOperationType, index: HoodieIndex) -> pa.Table:
+    """Tagged records where the operation puts them (storage.write.locate's `_placed`): a delete keeps the keys
+    found, in their stored partition; a global index moves or keeps a record whose partition changed."""
+    if op is WriteOperationType.DELETE:
+        found = tagged.filter(pc.is_valid(tagged.column(LOC_FILE_ID)))
+        return _set(found, PARTITION_PATH, found.column(LOC_PARTITION))
+    if index.is_global:
+        return _global_partition_change(tagged, index.update_partition_path)
+    return tagged
 
 
-def _global_partition_change(tagged: pa.Table, op: WriteOperationType, update_partition_path: bool) -> pa.Table:
-    """A record of a global index found in another partition (storage.write.locate's `_global_partition_change`):
-    moved there (a delete in its old file group, an insert in the new partition) or kept in its stored partition,
-    as `update_partition_path` says."""
+def _global_partition_change(tagged: pa.Table, update_partition_path: bool) -> pa.Table:
+    """A record found in another partition: moved there (a delete in its old file group, an insert in the new
+    partition) or kept in its stored partition, as `update_partition_path` says."""
     moved = pc.fill_null(pc.not_equal(tagged.column(LOC_PARTITION), tagged.column(PARTITION_PATH)), False)
-    if op is WriteOperationType.DELETE or not pc.any(moved).as_py():
+    if not pc.any(moved).as_py():
         return tagged
     if not update_partition_path:
         return _set(tagged, PARTITION_PATH, pc.if_else(moved, tagged.column(LOC_PARTITION),
