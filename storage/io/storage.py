@@ -291,6 +291,9 @@ class HoodieStorage:
         """Local and HDFS directories; object stores have none (a prefix exists once a file has it)."""
         if self._scheme_fs.is_object_store:
             return
+        if self.is_local:  # os directly: pyarrow's create_dir costs ~0.2 ms even when the directory exists
+            os.makedirs(path, exist_ok=True)
+            return
         self._call(path, lambda: self.fs.create_dir(self._fs_path(path), recursive=True))
 
     def fsync(self, path: str) -> None:
