@@ -1,9 +1,8 @@
 """Which engine runs a write (`hoodie.sqlext.engine`): the in-process one for a small input that it supports, Spark
 otherwise. Decided before any Spark job, from the input's size (storage.write.local.input.estimated_bytes) and
 what the write needs: the in-process engine runs upserts, inserts, deletes, bulk inserts and insert overwrites
-with the BLOOM, SIMPLE and BUCKET indexes and, on copy-on-write tables, GLOBAL_BLOOM and GLOBAL_SIMPLE (on
-merge-on-read a global lookup reads the merged file slices: storage.write.locate), on tables with meta fields, keyed
-by generators Arrow spells (storage.keygen.arrow_keys). A forced LOCAL write it cannot run, or whose input exceeds
+with the BLOOM, SIMPLE, BUCKET, GLOBAL_BLOOM and GLOBAL_SIMPLE indexes, on tables with meta fields, keyed by
+generators Arrow spells (storage.keygen.arrow_keys). A forced LOCAL write it cannot run, or whose input exceeds
 `hoodie.sqlext.engine.local.max.bytes`, is refused before anything is written."""
 from __future__ import annotations
 
@@ -41,8 +40,6 @@ def unsupported(op: WriteOperationType, config: HoodieConfig, settings: TableSet
     index = (index_config.get(WK.INDEX_TYPE) or "").strip().upper()
     if index not in _INDEXES:
         return f"{WK.INDEX_TYPE.key}={index}"
-    if index.startswith("GLOBAL_") and settings.is_mor:
-        return f"{WK.INDEX_TYPE.key}={index} on a merge-on-read table"
     if not settings.populate_meta_fields:
         return f"{WK.POPULATE_META_FIELDS.key}=false"
     if not arrow_keys.supports(settings.keygen, schema):

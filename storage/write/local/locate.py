@@ -26,7 +26,10 @@ from storage.index.hoodie_index import LOCATION_COLUMNS, HoodieIndex
 from storage.index.key_lookup import keys_in_file
 from storage.index.simple_index import LOC_FILE_ID, LOC_PARTITION
 from storage.meta_fields import PARTITION_PATH, RECORD_KEY
+from storage.read.file_slice_reader import FileSliceReadContext, read_file_slice
+from storage.table.file_slice import FileSlice
 from storage.table.fs_view import FileSystemView
+from storage.table.schema_resolver import table_data_schema
 from storage.write.bucketing import contiguous_shares
 from storage.write.locate import profile_of_groups
 from storage.write.operation import WriteOperationType
@@ -82,9 +85,12 @@ def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemVi
     in it, by bloom filter then exactly (BLOOM), or exactly (SIMPLE)."""
     base_files = fs_view.latest_base_files(None if index.is_global else partitions)
     located = list(zip(base_files, partition_paths(base_files, fs_view.meta_client.base_path)))
+    merged = _slices_to_merge(index, fs_view)
     if index.is_global:
         every_key = pc.unique(records.column(RECORD_KEY).combine_chunks())
         candidates = {partition: every_key for _, partition in located}
+        merging = {(s.partition_path, s.file_id) for s in merged}
+        located = [(bf, partition) for bf, partition in located if (partition, bf.file_id) not in merging]
     else:
         keys = records.select([PARTITION_PATH, RECORD_KEY]).group_by(PARTITION_PATH).aggregate(
             [(RECORD_KEY, "distinct")])
@@ -101,10 +107,37 @@ def _stored_matches(index: HoodieIndex, records: pa.Table, fs_view: FileSystemVi
                          LOC_FILE_ID: constant_array(bf.file_id, len(found), pa.string())})
 
     found = [t for t in engine.map_each(lookup, jobs) if t.num_rows]
+    if merged:
+        found += [t for t in _live_keys(merged, every_key, fs_view.meta_client, engine) if t.num_rows]
     if not found:
         return pa.table({RECORD_KEY: pa.array([], pa.string()), LOC_PARTITION: pa.array([], pa.string()),
                          LOC_FILE_ID: pa.array([], pa.string())})
     return pa.concat_tables(found)
+
+
+def _slices_to_merge(index: HoodieIndex, fs_view: FileSystemView) -> list[FileSlice]:
+    """The latest slices with log files, when a global lookup on merge-on-read must read them merged: a key that a
+    log block deleted or moved to another partition is still in its base file (storage.write.locate's
+    `_live_keys`); none when the index knows what logs did (the record index)."""
+    if not (index.is_global and fs_view.meta_client.table_config.is_mor) or index.sees_log_changes(fs_view):
+        return []
+    return [s for s in fs_view.latest_merged_file_slices() if s.log_files]
+
+
+def _live_keys(slices: list[FileSlice], keys: pa.Array, meta, engine) -> list[pa.Table]:
+    """(`RECORD_KEY`, `LOC_PARTITION`, `LOC_FILE_ID`) of the `keys` live in each slice, its base file and logs
+    merged as a snapshot read merges them (storage.read.file_slice_reader), one slice per task."""
+    ctx = FileSliceReadContext.for_table(meta)
+    schema = table_data_schema(meta)
+
+    def live(file_slice: FileSlice) -> pa.Table:
+        stored = read_file_slice(file_slice, schema, ctx, columns=[RECORD_KEY]).column(RECORD_KEY).combine_chunks()
+        found = pc.unique(stored.filter(pc.is_in(stored, value_set=keys))).cast(pa.string())
+        return pa.table({RECORD_KEY: found,
+                         LOC_PARTITION: constant_array(file_slice.partition_path, len(found), pa.string()),
+                         LOC_FILE_ID: constant_array(file_slice.file_id, len(found), pa.string())})
+
+    return engine.map_each(live, sorted(slices, key=lambda s: -s.total_size()))
 
 
 def _lists(column: pa.ChunkedArray) -> list[pa.Array]:

@@ -76,7 +76,8 @@ def _counts(metadata) -> dict[str, tuple]:
 
 @pytest.mark.parametrize("table_type,index", [("COPY_ON_WRITE", "BLOOM"), ("MERGE_ON_READ", "BLOOM"),
                                               ("COPY_ON_WRITE", "SIMPLE"), ("MERGE_ON_READ", "BUCKET"),
-                                              ("COPY_ON_WRITE", "GLOBAL_SIMPLE"), ("COPY_ON_WRITE", "GLOBAL_BLOOM")])
+                                              ("COPY_ON_WRITE", "GLOBAL_SIMPLE"), ("COPY_ON_WRITE", "GLOBAL_BLOOM"),
+                                              ("MERGE_ON_READ", "GLOBAL_SIMPLE")])
 def test_both_engines_write_the_same_table(spark, tmp_path, table_type, index):
     results = {}
     for engine in ("SPARK", "LOCAL"):
