@@ -1,5 +1,5 @@
-"""Latency of single-row DML through `sqlext serve` (issue 41): a PyHive client runs single-row INSERT, UPDATE and
-MERGE statements, one at a time, against a copy-on-write table of 200k rows, with the writes on Spark
+"""Latency of single-row DML through `sqlext serve` (issue 41): a PyHive client runs single-row INSERT, UPDATE,
+MERGE and DELETE statements, one at a time, against a copy-on-write table of 200k rows, with the writes on Spark
 (`SET hoodie.sqlext.engine=SPARK`: the path every write took before issue 41) and with the default engine choice
 (AUTO: small writes in process), on one server.
 
@@ -36,6 +36,7 @@ STATEMENTS = {
     "merge": ("MERGE INTO t USING (SELECT {key}L AS id, 'm{run}' AS name, 3.5D AS price, {ts}L AS ts, "
               "'2024-01-{day:02d}' AS dt) s ON t.id = s.id AND t.dt = s.dt "
               "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"),
+    "delete": "DELETE FROM t WHERE id = {new}",  # the row this run's INSERT added
 }
 
 

@@ -5,7 +5,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from sqlext.sql.changes import DELETE, KIND, ROWID, apply_changes, stored_location
+from storage.config import WriteConfigKeys as WK
+
+from sqlext.sql.changes import DELETE, KIND, ROWID, SQL_DML_PAYLOAD, apply_changes, stored_location
+from sqlext.sql.key_merge import KEY_SOURCE, key_source_sql, plan_key_delete, run_key_merge
+from sqlext.sql.result import DmlCounts
 from sqlext.sql.target import old_values, target_rows
 
 
@@ -16,6 +20,9 @@ def matches(ctx, node: exp.Delete) -> bool:
 def plan(ctx, node: exp.Delete) -> DataFrame:
     if node.args.get("using"):
         raise ctx.error("DELETE ... USING is not supported: use MERGE INTO ... THEN DELETE", node)
+    counts = _key_delete(ctx, node)
+    if counts is not None:
+        return counts.to_frame(ctx.spark)
     rows = target_rows(ctx, node.this, node.args.get("where"))
     table = rows.table
     rowid = table.stored_identity(table.write_options(ctx.spark), rows.alias)
@@ -23,3 +30,17 @@ def plan(ctx, node: exp.Delete) -> DataFrame:
     changes = rows.frame.select(F.lit(DELETE).alias(KIND), rowid.alias(ROWID), *stored_location(rows.alias), *data,
                                  *old_values(rows))
     return apply_changes(ctx, table, changes, node, "DELETE").to_frame(ctx.spark)
+
+
+def _key_delete(ctx, node: exp.Delete) -> DmlCounts | None:
+    """A DELETE that names its rows by record key literals: the delete of those keys, looked up by the write's
+    index (no read of the table, no Spark job for a few keys); None when the statement needs the general plan."""
+    where = node.args.get("where")
+    table = ctx.require_table(node.this)
+    opts = table.write_options(ctx.spark, {WK.PAYLOAD_CLASS.key: SQL_DML_PAYLOAD})
+    planned = plan_key_delete(table, node.this.alias_or_name, where.this if where is not None else None, opts)
+    if planned is None:
+        return None
+    km, rows, columns = planned
+    source = ctx.spark.sql(key_source_sql(rows, columns))
+    return run_key_merge(ctx, table, source, KEY_SOURCE, km, node, opts, verb="DELETE")

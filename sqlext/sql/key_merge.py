@@ -135,6 +135,67 @@ def plan_key_merge(table: HudiTable, t_alias: str, s_alias: str, on: exp.Express
     return KeyMerge(UPSERT, dict(update), global_lookup)
 
 
+def plan_key_delete(table: HudiTable, alias: str, condition: exp.Expression | None,
+                    opts: dict) -> tuple[KeyMerge, list[tuple[str, ...]], list[str]] | None:
+    """`DELETE FROM t WHERE key = literal [AND part = literal]` (one IN list of literals at most) as the delete of
+    those keys: (the key merge, the rows of literal SQL, their column names), or None when the statement must read
+    the table. Every record key field must be pinned; partition fields all or none (none: a global lookup, unless
+    records are identified by key alone, where pinning a partition would filter)."""
+    pins = _pinned_literals(condition, alias) if condition is not None else None
+    if pins is None:
+        return None
+    keys = {k.lower() for k in table.record_keys}
+    parts = {p.lower() for p in table.partition_fields}
+    named_parts = parts & set(pins)
+    by_key = table.key_is_identity(opts)
+    if not keys <= set(pins) or set(pins) - keys - parts or (named_parts and (by_key or named_parts != parts)):
+        return None
+    lists = [c for c, values in pins.items() if len(values) > 1]
+    if len(lists) > 1:
+        return None
+    columns = [c for c in table.columns if c.lower() in pins]
+    listed = lists[0] if lists else None
+    rows = [tuple(v if c.lower() == listed else pins[c.lower()][0] for c in columns)
+            for v in (pins[listed] if listed else [None])]
+    values = {c: exp.column(c, table=KEY_SOURCE) for c in columns}
+    return KeyMerge(DELETE, values, not by_key and bool(parts) and not named_parts), rows, columns
+
+
+KEY_SOURCE = "__hudi_keys"
+
+
+def key_source_sql(rows: list[tuple[str, ...]], columns: list[str]) -> str:
+    """The query of a key delete's literal rows, named as `plan_key_delete`'s values read them."""
+    values = ", ".join("(" + ", ".join(row) + ")" for row in rows)
+    names = ", ".join(f"`{c.replace('`', '``')}`" for c in columns)
+    return f"SELECT * FROM VALUES {values} AS {KEY_SOURCE}({names})"
+
+
+def _pinned_literals(condition: exp.Expression, alias: str) -> dict[str, list[str]] | None:
+    """{column (lower case): the SQL of each literal it is pinned to} when the condition is only conjuncts
+    `col = literal` / `col IN (literal, ...)` on distinct columns of the table `alias`; else None."""
+    out: dict[str, list[str]] = {}
+    for part in condition.flatten() if isinstance(condition, exp.And) else [condition]:
+        if isinstance(part, exp.EQ):
+            sides = [(part.this, [part.expression]), (part.expression, [part.this])]
+        elif isinstance(part, exp.In) and not part.args.get("query"):
+            sides = [(part.this, part.expressions)]
+        else:
+            return None
+        column, literals = next(((c, v) for c, v in sides if isinstance(c, exp.Column)), (None, None))
+        if column is None or column.table.lower() not in ("", alias.lower()) or column.name.lower() in out or \
+                not literals or not all(_is_literal(v) for v in literals):
+            return None
+        out[column.name.lower()] = [v.sql(dialect="spark") for v in literals]
+    return out
+
+
+def _is_literal(node: exp.Expression) -> bool:
+    """A non-null string or number literal (a negative number included)."""
+    inner = node.this if isinstance(node, exp.Neg) else node
+    return isinstance(inner, exp.Literal) and (inner is node or not inner.is_string)
+
+
 def _table_spelling(table: HudiTable, pairs: dict[str, exp.Expression]) -> dict[str, exp.Expression]:
     return {c: pairs[c.lower()] for c in table.columns if c.lower() in pairs}
 

@@ -145,6 +145,13 @@ KEY_CASES = {
     "delete_by_key": ("UPDATE t SET price = price + 1 WHERE id = 4",
                       [(4, "", 0.0, 0, "", ""), (5, "", 0.0, 0, "p1", ""), (9, "", 0.0, 0, "p1", "")],
                       "MERGE INTO t USING src s ON t.id = s.id WHEN MATCHED THEN DELETE", True),
+    # DELETE naming its rows by key literals: a delete of those keys, no read of the table (key_merge.plan_key_delete)
+    "delete_statement_key_in": (None, [(0, "", 0.0, 0, "", "")], "DELETE FROM t WHERE id IN (1, 4, 99)", True),
+    "delete_statement_key_and_partition": (None, [(0, "", 0.0, 0, "", "")],
+                                           "DELETE FROM t WHERE t.id = 3 AND dt = 'p2'", True),
+    "delete_statement_key_elsewhere": (None, [(0, "", 0.0, 0, "", "")], "DELETE FROM t WHERE dt = 'p1' AND id = 3",
+                                       True),
+    "delete_statement_not_by_key": (None, [(0, "", 0.0, 0, "", "")], "DELETE FROM t WHERE id = 3 OR id = 4", False),
     # two new rows with one key in two partitions: distinct records of a per-partition table (general plan)
     "duplicate_new_keys": (None, [(8, "h1", 8.0, 2, "p1", "x"), (8, "h2", 8.0, 2, "p2", "x")],
                            f"MERGE INTO t USING {COLS_SRC} s ON t.id = s.id {STAR}", False),
