@@ -692,8 +692,8 @@ class EngineConfigKeys:
 
     ENGINE = _prop("hoodie.sqlext.engine", "AUTO", OneOf(("AUTO", "SPARK", "LOCAL")),
                    doc="AUTO: writes whose input, and compaction or clustering plans whose files, are at most "
-                       "hoodie.sqlext.engine.local.max.bytes run in process (cleans of at most "
-                       "hoodie.sqlext.engine.local.max.files files) (writes only those it supports: "
+                       "hoodie.sqlext.engine.local.max.bytes, and cleans of at most "
+                       "hoodie.sqlext.engine.local.max.files files, run in process (writes only those it supports: "
                        "storage.write.local.choice), larger ones on Spark; SPARK or LOCAL: always there (a LOCAL "
                        "write it cannot run, or of a larger input, is refused)")
     LOCAL_MAX_BYTES = _prop("hoodie.sqlext.engine.local.max.bytes", 64 * 1024 * 1024, int,

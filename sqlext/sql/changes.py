@@ -26,14 +26,12 @@ from pyspark.sql import functions as F
 
 from sqlext.sql.result import DmlCounts
 from sqlext.sql.table import HudiTable
-from storage.config import EngineConfigKeys as EK
 from storage.config import HoodieConfig
 from storage.config import WriteConfigKeys as WK
-from storage.engine.engine_context import SPARK
 from storage.index.hoodie_index import LOC_FILE_ID, LOC_PARTITION, file_id_of_file_name
 from storage.meta_fields import FILE_NAME, IS_DELETED, PARTITION_PATH
 from storage.client.write_client import write_dataframe
-from storage.write.local.input import estimated_bytes
+from storage.write.local.choice import holds_in_process
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +98,7 @@ def _held_in_process(staged: DataFrame, opts: dict) -> pa.Table | None:
     """The statement's change rows collected into this process (one Spark job) when the write runs here anyway: the
     plan's estimate of them (the target's scan, whatever the filter keeps) is within what the in-process engine
     takes (`hoodie.sqlext.engine`, storage.write.local.choice); else None, and Spark keeps them."""
-    config = HoodieConfig.of(opts)
-    if config.get(EK.ENGINE) == SPARK or estimated_bytes(staged) > int(config.get(EK.LOCAL_MAX_BYTES)):
-        return None
-    return staged.toArrow()
+    return staged.toArrow() if holds_in_process(staged, HoodieConfig.of(opts)) else None
 
 
 def _kind_stats(held: pa.Table) -> dict[str, tuple[int, int]]:

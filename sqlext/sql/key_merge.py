@@ -136,11 +136,11 @@ def plan_key_merge(table: HudiTable, t_alias: str, s_alias: str, on: exp.Express
 
 
 def plan_key_delete(table: HudiTable, alias: str, condition: exp.Expression | None,
-                    opts: dict) -> tuple[KeyMerge, list[tuple[str, ...]], list[str]] | None:
+                    opts: dict) -> tuple[KeyMerge, str] | None:
     """`DELETE FROM t WHERE key = literal [AND part = literal]` (one IN list of literals at most) as the delete of
-    those keys: (the key merge, the rows of literal SQL, their column names), or None when the statement must read
-    the table. Every record key field must be pinned; partition fields all or none (none: a global lookup, unless
-    records are identified by key alone, where pinning a partition would filter)."""
+    those keys: the key merge and the query of its literal rows (named `KEY_SOURCE`), or None when the statement
+    must read the table. Every record key field must be pinned; partition fields all or none (none: a global lookup,
+    unless records are identified by key alone, where pinning a partition would filter)."""
     pins = _pinned_literals(condition, alias) if condition is not None else None
     if pins is None:
         return None
@@ -155,20 +155,16 @@ def plan_key_delete(table: HudiTable, alias: str, condition: exp.Expression | No
         return None
     columns = [c for c in table.columns if c.lower() in pins]
     listed = lists[0] if lists else None
-    rows = [tuple(v if c.lower() == listed else pins[c.lower()][0] for c in columns)
+    rows = [[v if c.lower() == listed else pins[c.lower()][0] for c in columns]
             for v in (pins[listed] if listed else [None])]
-    values = {c: exp.column(c, table=KEY_SOURCE) for c in columns}
-    return KeyMerge(DELETE, values, not by_key and bool(parts) and not named_parts), rows, columns
-
-
-KEY_SOURCE = "__hudi_keys"
-
-
-def key_source_sql(rows: list[tuple[str, ...]], columns: list[str]) -> str:
-    """The query of a key delete's literal rows, named as `plan_key_delete`'s values read them."""
-    values = ", ".join("(" + ", ".join(row) + ")" for row in rows)
     names = ", ".join(f"`{c.replace('`', '``')}`" for c in columns)
-    return f"SELECT * FROM VALUES {values} AS {KEY_SOURCE}({names})"
+    source = (f"SELECT * FROM VALUES {', '.join('(' + ', '.join(row) + ')' for row in rows)} "
+              f"AS {KEY_SOURCE}({names})")
+    values = {c: exp.column(c, table=KEY_SOURCE) for c in columns}
+    return KeyMerge(DELETE, values, not by_key and bool(parts) and not named_parts), source
+
+
+KEY_SOURCE = "__hudi_keys"  # the name a key delete's literal rows go by
 
 
 def _pinned_literals(condition: exp.Expression, alias: str) -> dict[str, list[str]] | None:

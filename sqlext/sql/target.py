@@ -22,8 +22,9 @@ class TargetRows:
     scope: Scope
 
 
-def target_rows(ctx, node: exp.Table, where: exp.Where | None) -> TargetRows:
-    table = ctx.require_table(node)
+def target_rows(ctx, node: exp.Table, where: exp.Where | None, table: HudiTable | None = None) -> TargetRows:
+    """`table`: the table `node` names, when the caller loaded it already."""
+    table = table or ctx.require_table(node)
     alias = node.alias_or_name
     condition = where.this if where is not None else None
     if node.db and condition is not None:

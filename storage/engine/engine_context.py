@@ -51,6 +51,10 @@ class EngineContext(Protocol):
         few tasks; the rows the tasks yield (of DDL `out_schema`), as tuples."""
         ...
 
+    def map_each(self, fn: Callable[[T], R], items: list[T], max_tasks: int | None = None) -> list[R]:
+        """`fn` of each item (at most `max_tasks` tasks at once), results in the items' order."""
+        ...
+
     @property
     def accumulates(self) -> bool:
         """Whether tasks run in other processes (their storage requests then reach the driver by accumulator)."""
@@ -69,6 +73,11 @@ class SparkEngineContext:
         if not rows:
             return []
         return [tuple(r) for r in packed_frame(self.spark, rows, costs, schema).mapInArrow(task, out_schema).collect()]
+
+    def map_each(self, fn: Callable[[T], R], items: list[T], max_tasks: int | None = None) -> list[R]:
+        if not items:
+            return []
+        return self.spark.sparkContext.parallelize(items, min(len(items), max_tasks or len(items))).map(fn).collect()
 
 
 class LocalEngineContext:
@@ -102,9 +111,10 @@ class LocalEngineContext:
         with ThreadPoolExecutor(max_workers=min(self.threads, tasks), thread_name_prefix="hudi-local-task") as pool:
             return [r for result in pool.map(run, enumerate(per_task)) for r in result]
 
-    def map_each(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    def map_each(self, fn: Callable[[T], R], items: list[T], max_tasks: int | None = None) -> list[R]:
         """`fn` of each item, each call one task of its own on the thread pool (a write token of its own: see
-        `local_task_ids`), results in the items' order; items are best given largest first."""
+        `local_task_ids`), at most `max_tasks` at once; results in the items' order; items are best given largest
+        first."""
         if not items:
             return []
         stage = next(_LOCAL_STAGES)
@@ -119,7 +129,7 @@ class LocalEngineContext:
 
         if len(items) == 1:  # no thread hop for a single task
             return [run((0, items[0]))]
-        with ThreadPoolExecutor(max_workers=min(self.threads, len(items)),
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(items), max_tasks or len(items)),
                                 thread_name_prefix="hudi-local-task") as pool:
             return list(pool.map(run, enumerate(items)))
 

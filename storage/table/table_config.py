@@ -6,7 +6,6 @@ then delete the backup. A reader that finds the main file missing or empty recov
 from __future__ import annotations
 
 import functools
-
 import logging
 import zlib
 from dataclasses import dataclass, field

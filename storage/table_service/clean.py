@@ -26,14 +26,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 from storage.avro.container import read_avro_container, write_avro_container
 from storage.avro.models import HOODIE_CLEAN_METADATA, HOODIE_CLEANER_PLAN
 from storage.config import ArchivalConfigKeys as AK
 from storage.config import CleanConfigKeys as CK
 from storage.config import HoodieConfig
-from storage.engine.engine_context import LocalEngineContext, engine_for_deletes
+from storage.engine.engine_context import engine_for_deletes
 from storage.exception import HoodieCleanError, HoodieHeartbeatError
 from storage.io.storage import HoodieStorage
 from storage.io.storage_options import StorageOptions
@@ -251,25 +251,20 @@ def delete_files(spark, storage: HoodieStorage, files_per_partition: dict[str, l
         return results
     options = storage.options  # how the tasks reach the table (picklable)
     engine = engine_for_deletes(spark, sum(len(files) for _, files in groups), config, "clean")
-    if isinstance(engine, LocalEngineContext):
-        rows = [row for rows in engine.map_each(lambda group: list(_delete_task([group], options)), groups)
-                for row in rows]
-    else:
-        rows = spark.sparkContext.parallelize(groups, min(len(groups), parallelism)) \
-            .mapPartitions(lambda it: _delete_task(it, options)).collect()
-    for partition, name, ok in rows:
+    deleted = engine.map_each(lambda group: list(_delete_task(group, options)), groups, parallelism)
+    for partition, name, ok in (row for rows in deleted for row in rows):
         results[partition][0 if ok else 1].append(name)
     return results
 
 
-def _delete_task(groups: Iterable[tuple[str, list[str]]],
-                 options: StorageOptions) -> Iterator[tuple[str, str, bool]]:
+def _delete_task(group: tuple[str, list[str]], options: StorageOptions) -> Iterator[tuple[str, str, bool]]:
+    """(partition, file name, deleted or already gone) of each file of one partition's group."""
+    partition, files = group
     storage = None
-    for partition, files in groups:
-        for path in files:
-            storage = storage or HoodieStorage.for_path(path, options)
-            ok = storage.delete(path) or not storage.exists(path)
-            yield partition, path.rsplit("/", 1)[-1], ok
+    for path in files:
+        storage = storage or HoodieStorage.for_path(path, options)
+        ok = storage.delete(path) or not storage.exists(path)
+        yield partition, path.rsplit("/", 1)[-1], ok
 
 
 def clean_metadata_record(clean_time: str, took_ms: int, plan: HoodieCleanerPlan,

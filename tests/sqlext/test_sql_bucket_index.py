@@ -21,7 +21,7 @@ def test_bucket_table_through_sql(hudi_sql, warehouse):
     props = HoodieTableMetaClient.load(path).table_config.props
     assert props["hoodie.index.type"] == "BUCKET" and props["hoodie.bucket.index.num.buckets"] == "2"
     hudi_sql.sql("INSERT INTO b VALUES (1, 'a', 1, 'p1'), (2, 'b', 1, 'p1'), (3, 'c', 1, 'p2'), (4, 'd', 1, 'p2')")
-    hudi_sql.sql("CREATE TEMPORARY VIEW src AS SELECT * FROM VALUES (1, 'A', 2, 'p1'), (5, 'E', 2, 'p2') "
+    hudi_sql.sql("CREATE OR REPLACE TEMPORARY VIEW src AS SELECT * FROM VALUES (1, 'A', 2, 'p1'), (5, 'E', 2, 'p2') "
                  "AS s(id, name, ts, dt)")
     # ON leaves the partition out: the bucket table is not switched to a global index
     hudi_sql.sql("MERGE INTO b USING src s ON b.id = s.id WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *")

@@ -49,6 +49,12 @@ def unsupported(op: WriteOperationType, config: HoodieConfig, settings: TableSet
     return None
 
 
+def holds_in_process(data, config: HoodieConfig) -> bool:
+    """Whether `data` (a DataFrame) may be taken into this process at all: the engine is not forced to Spark and
+    Spark's estimate of it is within `hoodie.sqlext.engine.local.max.bytes` (what AUTO would take)."""
+    return config.get(EK.ENGINE) != SPARK and estimated_bytes(data) <= int(config.get(EK.LOCAL_MAX_BYTES))
+
+
 def runs_in_process(spark, data, op: WriteOperationType, config: HoodieConfig, settings: TableSettings,
                     meta: HoodieTableMetaClient | None, what: str) -> bool:
     """Whether the write of `data` (a DataFrame or an Arrow table) runs on the in-process engine."""
